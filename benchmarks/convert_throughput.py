@@ -1,0 +1,59 @@
+"""Conversion throughput: TF-Agents' module vs rlds_reverb, same data, one run.
+
+Both datasets are consumed the way a training pipeline does: built once,
+`.batch(1024)`, iterated epoch after epoch. Prints trajectories/s of each
+(median of --repeats epochs after a warm-up epoch) and the ratio; and, apart,
+the one-time cost of building the pipeline and its first epoch.
+
+    python benchmarks/convert_throughput.py [--episodes 20] [--steps 1000]
+"""
+
+import argparse
+
+import common  # pylint: disable=g-bad-import-order
+from tf_agents.replay_buffers import rlds_to_reverb
+
+import rlds_reverb
+
+
+def consume(dataset) -> int:
+  count = 0
+  for batch in dataset.batch(1024):
+    count += int(batch.step_type.shape[0])
+  return count
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__)
+  parser.add_argument('--episodes', type=int, default=20)
+  parser.add_argument('--steps', type=int, default=1000)
+  parser.add_argument('--repeats', type=int, default=5)
+  args = parser.parse_args()
+  data = common.in_memory_rlds(args.episodes, args.steps).cache()
+  expected = args.episodes * args.steps
+  for _ in data:  # Fill the cache.
+    pass
+  rows = []
+  for name, convert in (
+      ('tf_agents.rlds_to_reverb', rlds_to_reverb.convert_rlds_to_trajectories),
+      ('rlds_reverb', rlds_reverb.convert_rlds_to_trajectories)):
+    first_seconds, _ = common.timed(lambda: consume(convert(data)), 1)
+    trajectories = convert(data)
+    consume(trajectories)  # Warm-up epoch.
+    seconds, count = common.timed(lambda: consume(trajectories), args.repeats)
+    if count != expected:
+      raise SystemExit(f'{name} gave {count} trajectories, expected {expected}')
+    rows.append((name, count / seconds, first_seconds))
+  print(f'machine: {common.machine()}')
+  print(f'data: {args.episodes} episodes x {args.steps} steps, observation '
+        f'float32[{common.OBSERVATION_SIZE}], action float32[{common.ACTION_SIZE}]'
+        f', consumed as .batch(1024); median of {args.repeats}')
+  print(f'{"":28s} {"trajectories/s":>16s} {"build + 1st epoch":>18s}')
+  for name, rate, first_seconds in rows:
+    print(f'{name:28s} {rate:16,.0f} {first_seconds:17.2f}s')
+  print(f'ratio rlds_reverb / tf_agents: {rows[1][1] / rows[0][1]:.1f}x '
+        f'(build + 1st epoch: {rows[0][2] / rows[1][2]:.1f}x)')
+
+
+if __name__ == '__main__':
+  main()

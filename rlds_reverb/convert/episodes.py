@@ -1,0 +1,118 @@
+"""Whole episodes as tensors, each with its position and the step after it.
+
+    episodes --enumerate--> (index, episode)
+             --flat_map: steps.batch(all)--> (index, steps[T])   (empty episodes vanish)
+             --> DenseEpisode(index, steps[T], next_step)
+
+Every episode must begin with `is_first` (checked by the converter), so the
+step after an episode's last one is always a first step. Step types and checks
+then need nothing from the next episode, and `next_step` is the pad step: zeros
+with `is_first=True`, exactly what ends the data.
+
+Only `policy_info_fn` sees the next step's values; for it, `pair_episodes`
+holds each episode back until the next one arrives (a scan, ~1 ms per episode)
+and `next_step` is the next episode's real first step. Memory: two episodes.
+"""
+
+import functools
+from typing import Any, Dict, NamedTuple, Optional, Sequence
+
+import tensorflow as tf
+
+from rlds_reverb.specs import fields
+
+# Batch size that takes a whole episode in one element (2**62 hangs tf.data).
+WHOLE_EPISODE = 2**31 - 1
+# Index of the pad episode in `pair_episodes`; never emitted.
+_PAD_INDEX = -1
+
+
+class DenseEpisode(NamedTuple):
+  """One episode as tensors with a leading time axis."""
+  index: tf.Tensor  # int64 position of the episode in the dataset, 0-based.
+  steps: Dict[str, Any]  # Every field with shape [T, ...], T >= 1.
+  next_step: Dict[str, Any]  # The step that follows the episode's last one.
+
+
+def dense_episodes(
+    rlds_data: tf.data.Dataset,
+    step_spec: Dict[str, Any],
+    keep_fields: Optional[Sequence[str]] = None,
+    pair_episodes: bool = False,
+) -> tf.data.Dataset:
+  """A dataset of `DenseEpisode`s, in order, without empty episodes.
+
+  Args:
+    rlds_data: RLDS episodes.
+    step_spec: the validated element spec of their steps.
+    keep_fields: step fields to keep (all when None); dropping unused fields
+      early saves copying them.
+    pair_episodes: give each episode the next episode's first step as
+      `next_step` (else the pad step).
+  """
+  if keep_fields is not None:
+    step_spec = {name: step_spec[name] for name in keep_fields}
+  batched = rlds_data.enumerate().flat_map(
+      functools.partial(_batch_episode, keep_fields=keep_fields))
+  pad_step = tf.nest.map_structure(lambda x: x[0], _pad_steps(step_spec))
+  if not pair_episodes:
+    return batched.map(functools.partial(_with_next_step, next_step=pad_step))
+  with_pad = batched.concatenate(tf.data.Dataset.from_tensors(
+      (tf.constant(_PAD_INDEX, tf.int64), _pad_steps(step_spec))))
+  initial = (False, tf.constant(_PAD_INDEX, tf.int64),
+             _zero_steps(step_spec, 0))
+  return with_pad.scan(initial, _hold_back).filter(_is_held).map(_as_dense)
+
+
+def _batch_episode(index, episode, keep_fields):
+  steps = episode[fields.STEPS]
+  if keep_fields is not None and set(keep_fields) != set(
+      steps.element_spec.keys()):
+    steps = steps.map(functools.partial(_select, keep_fields=keep_fields))
+  return steps.batch(WHOLE_EPISODE).map(functools.partial(_with_index, index))
+
+
+def _select(step, keep_fields):
+  return {name: step[name] for name in keep_fields}
+
+
+def _with_index(index, steps):
+  return index, steps
+
+
+def _with_next_step(index, steps, next_step):
+  return DenseEpisode(index, steps, next_step)
+
+
+def _zero_steps(step_spec: Dict[str, Any], length: int) -> Dict[str, Any]:
+  """`length` zero-valued steps; unknown dimensions become 0."""
+  def zeros(spec):
+    shape = [length] + [dim if dim is not None else 0
+                        for dim in spec.shape.as_list()]
+    return tf.zeros(shape, spec.dtype)
+  return tf.nest.map_structure(zeros, step_spec)
+
+
+def _pad_steps(step_spec: Dict[str, Any]) -> Dict[str, Any]:
+  """One zero step with is_first=True, with a time axis: what ends the data."""
+  pad = _zero_steps(step_spec, 1)
+  pad[fields.IS_FIRST] = tf.ones([1], tf.bool)
+  return pad
+
+
+def _hold_back(held, episode):
+  """Emits the held episode with the first step of `episode`; holds `episode`."""
+  held_valid, held_index, held_steps = held
+  index, steps = episode
+  first_step = tf.nest.map_structure(lambda x: x[0], steps)
+  return (True, index, steps), (held_valid, held_index, held_steps, first_step)
+
+
+def _is_held(valid, index, steps, next_step):
+  del index, steps, next_step
+  return valid
+
+
+def _as_dense(valid, index, steps, next_step):
+  del valid
+  return DenseEpisode(index, steps, next_step)

@@ -1,0 +1,18 @@
+"""The package's exception base.
+
+Our own errors derive from `RldsReverbError`; where TF-Agents' module raises a
+built-in type (`ValueError`), ours also derives from it, so code written against
+TF-Agents keeps catching what it caught.
+"""
+
+
+class RldsReverbError(Exception):
+  """Base class of every error this package raises itself."""
+
+
+class StepSpecError(RldsReverbError, ValueError):
+  """The RLDS step spec cannot be converted to trajectories."""
+
+
+class SignatureMismatchError(RldsReverbError, ValueError):
+  """A Reverb table's signature does not match the data's trajectory spec."""

@@ -1,0 +1,52 @@
+"""Reverb table signatures for trajectory specs, and why one does not match."""
+
+from typing import Any, List, Optional
+
+from tf_agents.specs import tensor_spec
+
+from rlds_reverb.errors import SignatureMismatchError
+from rlds_reverb.specs import paths
+
+# TF-Agents' message, kept verbatim so that code matching it keeps working.
+MISMATCH_MESSAGE = (
+    'Replay buffer table signature spec should match RLDS data spec.')
+
+
+def table_signature(trajectory_spec: Any) -> Any:
+  """The signature of a table of items of whole trajectories: a time axis added."""
+  return tensor_spec.add_outer_dim(trajectory_spec)
+
+
+def check_table_signature(
+    signature: Optional[Any], trajectory_spec: Any, table: str = '') -> None:
+  """Raises unless `signature` is None (unsigned table) or matches the spec.
+
+  The comparison is TF-Agents' (`signature != add_outer_dim(spec)`); the error
+  carries one PEP 678 note per differing field, with both specs.
+  """
+  if signature is None:
+    return
+  expected = table_signature(trajectory_spec)
+  if signature != expected:
+    error = SignatureMismatchError(MISMATCH_MESSAGE)
+    where = f"table '{table}'" if table else 'table'
+    for difference in spec_differences(signature, expected):
+      error.add_note(f'{where}: {difference}')
+    raise error
+
+
+def spec_differences(table_spec: Any, data_spec: Any) -> List[str]:
+  """One line per field whose specs differ, or that only one side has."""
+  table_fields = dict(paths.flatten_with_paths(table_spec))
+  data_fields = dict(paths.flatten_with_paths(data_spec))
+  lines = []
+  for path in sorted(table_fields.keys() | data_fields.keys()):
+    name = path or '<root>'
+    if path not in data_fields:
+      lines.append(f'{name}: table has {table_fields[path]}, data has no field')
+    elif path not in table_fields:
+      lines.append(f'{name}: table has no field, data has {data_fields[path]}')
+    elif table_fields[path] != data_fields[path]:
+      lines.append(
+          f'{name}: table has {table_fields[path]}, data has {data_fields[path]}')
+  return lines

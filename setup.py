@@ -1,0 +1,38 @@
+"""rlds_reverb: RLDS datasets to TF-Agents trajectories in Reverb tables."""
+
+import setuptools
+
+# A set that installs and imports together on Python 3.11 (see README).
+INSTALL_REQUIRES = [
+    'tensorflow==2.15.1',
+    'dm-reverb==0.14.0',
+    'tf-agents==0.19.0',
+    'tensorflow-probability==0.23.0',
+    'tensorflow-datasets==4.9.4',
+    # Newer ones need protobuf 5; TensorFlow 2.15 pins protobuf 4.
+    'tensorflow-metadata>=1.13,<1.16',
+    'rlds==0.1.8',
+    'dm-tree>=0.1.8',
+    'numpy>=1.23.5,<2',
+    # TFDS' dataset writer needs it and does not declare it.
+    'importlib_resources>=5',
+    'gym==0.23.0',
+    'tqdm>=4.60',
+]
+
+setuptools.setup(
+    name='rlds_reverb',
+    version='0.1.0',
+    description='RLDS datasets to TF-Agents trajectories in Reverb tables.',
+    packages=setuptools.find_packages(include=['rlds_reverb', 'rlds_reverb.*']),
+    python_requires='>=3.11,<3.12',
+    install_requires=INSTALL_REQUIRES,
+    extras_require={
+        'test': ['pytest>=7'],
+        'plot': ['matplotlib>=3.7,<3.10'],
+        'record': ['envlogger==1.2'],
+    },
+    include_package_data=True,
+    package_data={'rlds_reverb': ['data/**/*']},
+    entry_points={'console_scripts': ['rlds-reverb=rlds_reverb.cli:main']},
+)
