@@ -16,3 +16,15 @@ class StepSpecError(RldsReverbError, ValueError):
 
 class SignatureMismatchError(RldsReverbError, ValueError):
   """A Reverb table's signature does not match the data's trajectory spec."""
+
+
+class ReverbTimeoutError(RldsReverbError, TimeoutError):
+  """Reverb did not confirm in time: dead server, or a blocking rate limiter."""
+
+
+class ServerUnavailableError(RldsReverbError, ConnectionError):
+  """No Reverb server answered at the address."""
+
+
+class TableNotFoundError(RldsReverbError, ValueError):
+  """The Reverb server has no table of that name."""

@@ -1,0 +1,78 @@
+"""Which items an episode yields, as TF-Agents' observers would write them.
+
+Pure numpy: given an episode's length, the rows to append (its trajectories,
+then zero boundary rows when padding) and the rows after which an item ends.
+
+`ReverbAddTrajectoryObserver(L, stride S)` counts the steps of an episode
+k = 1, 2, ... and writes the last L steps whenever k >= L and (k - L) % S == 0.
+At the episode's boundary step it stops (DROP) or appends zero boundary steps,
+continuing to count: up to L steps in all (PAD), or L - 1 of them (TILE):
+
+    steps F M M L, L=3, S=1:  DROP -> [F M M] [M M L]
+                              PAD  -> the same (the episode already has 3)
+                              TILE -> ... [M L P] [L P P]
+    steps F L,     L=3:       DROP -> nothing; PAD -> [F L P]
+
+`ReverbAddEpisodeObserver(max_sequence_length)` writes one item per episode,
+its whole length, if it has at most `max_sequence_length` steps.
+"""
+
+import dataclasses
+import enum
+
+import numpy as np
+
+
+class EndOfEpisode(enum.Enum):
+  """What happens to the tail of an episode shorter than an item."""
+  DROP = 'drop'  # TF-Agents' default: no item reaches past the boundary step.
+  PAD = 'pad'  # pad_end_of_episodes: pad a short episode to one full item.
+  TILE = 'tile'  # pad_end_of_episodes + tile_end_of_episodes: L - 1 pad steps.
+
+  @classmethod
+  def from_observer_flags(cls, pad: bool, tile: bool) -> 'EndOfEpisode':
+    if tile:
+      return cls.TILE
+    return cls.PAD if pad else cls.DROP
+
+
+@dataclasses.dataclass(frozen=True)
+class EpisodePlan:
+  num_pad_rows: int  # Zero boundary rows appended after the episode's rows.
+  item_ends: np.ndarray  # 0-based rows (of rows + pad rows) that end an item.
+
+
+@dataclasses.dataclass(frozen=True)
+class SequenceItems:
+  """Fixed-length items, `ReverbAddTrajectoryObserver`'s."""
+  sequence_length: int
+  stride_length: int = 1
+  end_of_episode: EndOfEpisode = EndOfEpisode.DROP
+
+  def __post_init__(self):
+    if self.sequence_length < 1 or self.stride_length < 1:
+      raise ValueError(
+          f'sequence_length and stride_length must be >= 1, got '
+          f'{self.sequence_length} and {self.stride_length}.')
+
+  def plan(self, num_steps: int) -> EpisodePlan:
+    length = self.sequence_length
+    if self.end_of_episode is EndOfEpisode.TILE:
+      num_pad_rows = length - 1
+    elif self.end_of_episode is EndOfEpisode.PAD:
+      num_pad_rows = max(length - num_steps, 0)
+    else:
+      num_pad_rows = 0
+    counts = np.arange(length, num_steps + num_pad_rows + 1,
+                       self.stride_length)
+    return EpisodePlan(num_pad_rows, counts - 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class EpisodeItems:
+  """Whole-episode items, `ReverbAddEpisodeObserver`'s."""
+  max_sequence_length: int
+  bypass_partial_episodes: bool = False
+
+  def fits(self, num_steps: int) -> bool:
+    return num_steps <= self.max_sequence_length

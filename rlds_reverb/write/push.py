@@ -1,0 +1,213 @@
+"""Pushing RLDS data into Reverb tables: checked up front, confirmed at the end.
+
+    rlds_data -> trajectory_blocks (one numpy block per episode, prefetched)
+              -> SequenceWriter / EpisodeWriter (Reverb's C++ writers)
+              -> flushed in bounded batches, confirmed before returning
+
+Before anything is written: the server answers within the timeout, every
+table exists, and every signed table's signature equals the data's.
+"""
+
+import dataclasses
+import time
+from typing import Any, Callable, Optional, Sequence, Union
+
+from absl import logging
+import tensorflow as tf
+from tf_agents.replay_buffers import reverb_utils
+
+from rlds_reverb import convert
+from rlds_reverb import specs
+from rlds_reverb.specs import fields
+from rlds_reverb.write import items as items_lib
+from rlds_reverb.write import server as server_lib
+from rlds_reverb.write import writer as writer_lib
+
+DEFAULT_TIMEOUT_S = 30.0
+
+# TF-Agents' texts for an episode longer than `max_sequence_length`.
+_EPISODE_TOO_LONG = (
+    'The number of trajectories within the same episode '
+    'exceeds `max_sequence_length`. Consider increasing the '
+    '`max_sequence_length` or set `bypass_partial_episodes` to true '
+    'to bypass the episodes with length more than '
+    '`max_sequence_length`.')
+_EPISODE_BYPASSED = (
+    'The number of trajectories within the same episode exceeds '
+    '`max_sequence_length`. This episode is bypassed and will NOT '
+    'be written into the replay buffer. Consider increasing the '
+    '`max_sequence_length`.')
+
+
+@dataclasses.dataclass(frozen=True)
+class PushResult:
+  """What a push wrote; every item counted here was confirmed by the server."""
+  episodes: int
+  trajectories: int
+  items: int
+  seconds: float
+  skipped_episodes: int = 0
+
+
+def push(
+    rlds_data: tf.data.Dataset,
+    server: server_lib.ServerLike,
+    tables: Union[str, Sequence[str]],
+    *,
+    sequence_length: int = 2,
+    stride_length: int = 1,
+    priority: float = 1.0,
+    end_of_episode: items_lib.EndOfEpisode = items_lib.EndOfEpisode.DROP,
+    policy_info_fn: Optional[fields.PolicyInfoFn] = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    on_confirmed: Optional[Callable[[writer_lib.Progress], None]] = None,
+) -> PushResult:
+  """Writes `rlds_data` as fixed-length trajectory items into Reverb tables.
+
+  The items are those `ReverbAddTrajectoryObserver(sequence_length,
+  stride_length, priority, pad/tile per end_of_episode)` would write, without
+  a TF-Agents observer.
+
+  Args:
+    rlds_data: RLDS episodes.
+    server: 'host:port' or a `reverb.Client`.
+    tables: the table name(s); each item goes to every table.
+    sequence_length: steps per item.
+    stride_length: steps between the starts of consecutive items.
+    priority: every item's priority.
+    end_of_episode: what happens at an episode's end (`EndOfEpisode`).
+    policy_info_fn: optional `fn(current_step, next_step)` -> policy_info.
+    timeout: seconds to wait for the server at any one point.
+    on_confirmed: called with the `Progress` after each confirmation.
+
+  Returns:
+    A `PushResult`, once the server has confirmed every item.
+
+  Raises:
+    ServerUnavailableError, TableNotFoundError, SignatureMismatchError: before
+      writing anything.
+    ReverbTimeoutError: the server stopped confirming (dead, or a blocking rate
+      limiter); the message says how much was confirmed.
+    tf.errors.InvalidArgumentError: malformed episodes, as in conversion.
+  """
+  tables = [tables] if isinstance(tables, str) else list(tables)
+  client, address = server_lib.connect(server)
+  item_plan = items_lib.SequenceItems(
+      sequence_length, stride_length, end_of_episode)
+  return _push(rlds_data, client, address, tables, item_plan, priority,
+               policy_info_fn, timeout, on_confirmed)
+
+
+def push_rlds_to_reverb(
+    rlds_data: tf.data.Dataset,
+    reverb_observer: Any,
+    policy_info_fn: Optional[fields.PolicyInfoFn] = None,
+) -> int:
+  """Pushes `rlds_data` through `reverb_observer`'s tables; TF-Agents' drop-in.
+
+  For a `ReverbAddTrajectoryObserver` or `ReverbAddEpisodeObserver`, writes
+  exactly the items that observer would, through Reverb's C++ writers and
+  without calling it; returns once the server confirmed them all (TF-Agents'
+  module returns with items still pending). Any other observer is called once
+  per trajectory.
+
+  Returns:
+    The number of trajectories pushed.
+
+  Raises:
+    ValueError: with TF-Agents' texts, for missing `steps`, an invalid step
+      spec, or a table signature that does not match (then with a note per
+      differing field).
+    tf.errors.InvalidArgumentError: malformed episodes, with their position.
+  """
+  item_plan = _observer_item_plan(reverb_observer)
+  if item_plan is None:
+    return _call_per_trajectory(rlds_data, reverb_observer, policy_info_fn)
+  client = reverb_observer.py_client
+  result = _push(rlds_data, client, client.server_address,
+                 list(reverb_observer._table_names), item_plan,  # pylint: disable=protected-access
+                 reverb_observer._priority, policy_info_fn,  # pylint: disable=protected-access
+                 DEFAULT_TIMEOUT_S, None)
+  logging.info('Wrote %d trajectories to Reverb.', result.trajectories)
+  return result.trajectories
+
+
+def _observer_item_plan(observer: Any):
+  """The items a TF-Agents observer writes; None for any other observer.
+
+  Reads the observer's settings (tf-agents 0.19.0's attributes). Subclasses,
+  such as `ReverbTrajectorySequenceObserver`, write differently: None.
+  """
+  # pylint: disable=protected-access
+  if type(observer) is reverb_utils.ReverbAddTrajectoryObserver:  # pylint: disable=unidiomatic-typecheck
+    return items_lib.SequenceItems(
+        observer._sequence_length, observer._stride_length,
+        items_lib.EndOfEpisode.from_observer_flags(
+            observer._pad_end_of_episodes, observer._tile_end_of_episodes))
+  if type(observer) is reverb_utils.ReverbAddEpisodeObserver:  # pylint: disable=unidiomatic-typecheck
+    return items_lib.EpisodeItems(
+        observer._max_sequence_length, observer._bypass_partial_episodes)
+  return None
+  # pylint: enable=protected-access
+
+
+def _call_per_trajectory(rlds_data, observer, policy_info_fn) -> int:
+  """Any other observer: checked like TF-Agents does, then called per step."""
+  step_spec = specs.steps_spec(rlds_data)
+  if hasattr(observer, 'get_table_signature'):
+    specs.check_table_signature(
+        observer.get_table_signature(),
+        specs.trajectory_spec(step_spec, policy_info_fn))
+  count = 0
+  for entry in convert.convert_rlds_to_trajectories(rlds_data, policy_info_fn):
+    observer(entry)
+    count += 1
+  return count
+
+
+def _push(rlds_data, client, address, tables, item_plan, priority,
+          policy_info_fn, timeout_s, on_confirmed) -> PushResult:
+  start = time.perf_counter()
+  step_spec = specs.steps_spec(rlds_data)
+  spec = specs.trajectory_spec(step_spec, policy_info_fn)
+  infos = server_lib.table_infos(client, address, tables, timeout_s)
+  for table, info in infos.items():
+    specs.check_table_signature(info.signature, spec, table)
+  writer_class = (writer_lib.EpisodeWriter
+                  if isinstance(item_plan, items_lib.EpisodeItems)
+                  else writer_lib.SequenceWriter)
+  writer = writer_class(client, tables, spec, item_plan, priority, address,
+                        timeout_s, on_confirmed=on_confirmed)
+  blocks = convert.trajectory_blocks(rlds_data, policy_info_fn).prefetch(2)
+  skipped = 0
+  try:
+    for block in blocks.as_numpy_iterator():
+      if (isinstance(item_plan, items_lib.EpisodeItems) and
+          not item_plan.fits(len(block.trajectory.step_type))):
+        if not item_plan.bypass_partial_episodes:
+          raise ValueError(_EPISODE_TOO_LONG)
+        logging.error(_EPISODE_BYPASSED)
+        skipped += 1
+        continue
+      writer.write_episode(block.trajectory)
+  except (tf.errors.OpError, ValueError) as e:
+    _note_written(e, writer, tables, address)
+    raise
+  progress = writer.close()
+  return PushResult(progress.episodes, progress.trajectories, progress.items,
+                    time.perf_counter() - start, skipped)
+
+
+def _note_written(error: Exception, writer, tables, address) -> None:
+  """Confirms what was written before `error` and says so on it."""
+  try:
+    progress = writer.confirm()
+    error.add_note(
+        f'Before this error, {progress.confirmed_episodes} episodes '
+        f'({progress.confirmed_items} items) were written to table(s) '
+        f'{", ".join(tables)} at {address} and confirmed.')
+  except Exception as flush_error:  # pylint: disable=broad-except
+    error.add_note(
+        f'Before this error, {writer.progress.episodes} episodes were written '
+        f'to table(s) {", ".join(tables)} at {address}; confirming them '
+        f'failed: {flush_error}')

@@ -1,0 +1,177 @@
+"""Reverb writers fed per-episode numpy blocks, flushed in bounded batches.
+
+Reverb's `append` and `create_item` never block and never report a lost
+server; only `flush(timeout_ms=...)` does. So every writer here:
+  * flushes after each `FLUSH_EVERY_ITEMS` items, leaving at most that many
+    pending: never 50 unconfirmed items (Reverb's "alarmingly high" warning),
+    memory bounded whatever the dataset's size;
+  * confirms everything (flush to zero pending) at the latest every
+    `CONFIRM_EVERY_ROWS` rows, at an episode end, and at `close`, so the
+    episodes confirmed so far are known (`confirmed_episodes`);
+  * turns a flush timeout into `ReverbTimeoutError` naming tables, address
+    and what was confirmed.
+"""
+
+import dataclasses
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+import reverb
+from reverb import structured_writer as structured
+import tree
+
+from rlds_reverb.errors import ReverbTimeoutError
+from rlds_reverb.write import items as items_lib
+from rlds_reverb.write import rows as rows_lib
+
+FLUSH_EVERY_ITEMS = 24
+CONFIRM_EVERY_ROWS = 4096
+
+
+@dataclasses.dataclass
+class Progress:
+  """Counts of a push; `confirmed_*` are what the server has acknowledged."""
+  episodes: int = 0
+  trajectories: int = 0
+  items: int = 0
+  confirmed_episodes: int = 0
+  confirmed_items: int = 0
+
+
+class _Writer:
+  """Shared flushing and accounting; subclasses append rows and make items."""
+
+  def __init__(self, reverb_writer, tables: Sequence[str], address: str,
+               timeout_s: float,
+               on_confirmed: Optional[Callable[[Progress], None]] = None):
+    self._writer = reverb_writer
+    self._tables = list(tables)
+    self._address = address
+    self._timeout_ms = max(1, int(timeout_s * 1000))
+    self._timeout_s = timeout_s
+    self._on_confirmed = on_confirmed
+    self._unflushed_items = 0
+    self._unconfirmed_rows = 0
+    self.progress = Progress()
+
+  def _items_created(self, count: int) -> None:
+    self.progress.items += count
+    self._unflushed_items += count
+    if self._unflushed_items >= FLUSH_EVERY_ITEMS:
+      self._flush(FLUSH_EVERY_ITEMS)
+      self._unflushed_items = 0
+
+  def _episode_done(self, num_trajectories: int, num_rows: int) -> None:
+    self.progress.episodes += 1
+    self.progress.trajectories += num_trajectories
+    self._unconfirmed_rows += num_rows
+    if self._unconfirmed_rows >= CONFIRM_EVERY_ROWS:
+      self.confirm()
+
+  def confirm(self) -> Progress:
+    """Blocks until the server confirmed every item written so far."""
+    self._flush(0)
+    self._unflushed_items = 0
+    self._unconfirmed_rows = 0
+    self.progress.confirmed_episodes = self.progress.episodes
+    self.progress.confirmed_items = self.progress.items
+    if self._on_confirmed is not None:
+      self._on_confirmed(dataclasses.replace(self.progress))
+    return self.progress
+
+  def _flush(self, block_until_num_items: int) -> None:
+    try:
+      self._writer.flush(block_until_num_items, timeout_ms=self._timeout_ms)
+    except reverb.errors.DeadlineExceededError as e:
+      tables = ', '.join(repr(t) for t in self._tables)
+      raise ReverbTimeoutError(
+          f'Reverb server at {self._address} did not confirm items for table '
+          f'{tables} within {self._timeout_s:g} s: the server is down or '
+          f"unreachable, or the table's rate limiter blocks inserts. "
+          f'Confirmed before: {self.progress.confirmed_episodes} episodes, '
+          f'{self.progress.confirmed_items} items.') from e
+
+  def close(self) -> Progress:
+    """Confirms everything, then releases the writer."""
+    progress = self.confirm()
+    self._release()
+    return progress
+
+  def _release(self) -> None:
+    """The structured writer has no close; dropping it is enough."""
+    self._writer = None
+
+
+class SequenceWriter(_Writer):
+  """Fixed-length items through Reverb's structured writer.
+
+  Each row carries, besides the trajectory's leaves, a marker column that is 1
+  where an item ends (from `SequenceItems.plan`); one config per table makes
+  the item of the last L rows there. The marker is not part of the item.
+  """
+
+  def __init__(self, client: reverb.Client, tables: Sequence[str],
+               spec_structure: Any, item_plan: items_lib.SequenceItems,
+               priority: float, address: str, timeout_s: float, **kwargs):
+    num_leaves = len(tree.flatten(spec_structure))
+    step = list(range(num_leaves + 1))
+    length = item_plan.sequence_length
+    pattern = structured.pattern_from_transform(
+        step, lambda ref: tree.unflatten_as(
+            spec_structure, [column[-length:] for column in ref[:num_leaves]]))
+    conditions = [structured.Condition.step_index() >= length - 1,
+                  structured.Condition.data(step)[num_leaves] == 1]
+    configs = [structured.create_config(
+        pattern, table, conditions,
+        structured.constant_priority_fn(float(priority))) for table in tables]
+    super().__init__(client.structured_writer(configs), tables, address,
+                     timeout_s, **kwargs)
+    self._plan = item_plan
+
+  def write_episode(self, block) -> None:
+    """Appends one episode's trajectories (a numpy `Trajectory` block)."""
+    columns = rows_lib.flat_columns(block)
+    num_steps = len(columns[0])
+    plan = self._plan.plan(num_steps)
+    if plan.num_pad_rows:
+      pad = rows_lib.pad_columns(block, plan.num_pad_rows)
+      columns = [np.concatenate([c, p]) for c, p in zip(columns, pad)]
+    markers = np.zeros(num_steps + plan.num_pad_rows, np.int32)
+    markers[plan.item_ends] = 1
+    for row, marker in zip(rows_lib.rows_of(columns), markers):
+      row.append(marker)
+      self._writer.append(row)
+      if marker:
+        self._items_created(len(self._tables))
+    self._episode_done(num_steps, len(markers))
+
+
+class EpisodeWriter(_Writer):
+  """Whole-episode items through Reverb's trajectory writer."""
+
+  def __init__(self, client: reverb.Client, tables: Sequence[str],
+               spec_structure: Any, item_plan: items_lib.EpisodeItems,
+               priority: float, address: str, timeout_s: float, **kwargs):
+    writer = client.trajectory_writer(
+        num_keep_alive_refs=item_plan.max_sequence_length + 1,
+        validate_items=False)
+    super().__init__(writer, tables, address, timeout_s, **kwargs)
+    self._structure = spec_structure
+    self._priority = float(priority)
+
+  def write_episode(self, block) -> None:
+    columns = rows_lib.flat_columns(block)
+    num_steps = len(columns[0])
+    for row in rows_lib.rows_of(columns):
+      self._writer.append(row)
+    history = [column[-num_steps:] for column in self._writer.history]
+    item = tree.unflatten_as(self._structure, history)
+    for table in self._tables:
+      self._writer.create_item(table, self._priority, item)
+    self._items_created(len(self._tables))
+    self._episode_done(num_steps, num_steps)
+
+  def _release(self) -> None:
+    self._writer.close()
+    self._writer = None
+
