@@ -3,3 +3,6 @@
 from rlds_reverb.convert.trajectories import convert_rlds_to_trajectories
 from rlds_reverb.convert.trajectories import trajectory_blocks
 from rlds_reverb.convert.trajectories import TrajectoryBlock
+from rlds_reverb.convert.nstep import convert_rlds_to_nstep_transitions
+from rlds_reverb.convert.nstep import create_nstep_transition_spec
+from rlds_reverb.convert.nstep import NStepTransition

@@ -24,9 +24,15 @@ def check_table_signature(
   The comparison is TF-Agents' (`signature != add_outer_dim(spec)`); the error
   carries one PEP 678 note per differing field, with both specs.
   """
+  check_item_signature(signature, table_signature(trajectory_spec), table)
+
+
+def check_item_signature(
+    signature: Optional[Any], item_spec: Any, table: str = '') -> None:
+  """Raises unless `signature` is None or equals `item_spec` exactly."""
   if signature is None:
     return
-  expected = table_signature(trajectory_spec)
+  expected = item_spec
   if signature != expected:
     error = SignatureMismatchError(MISMATCH_MESSAGE)
     where = f"table '{table}'" if table else 'table'

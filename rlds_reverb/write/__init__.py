@@ -4,3 +4,4 @@ from rlds_reverb.write.items import EndOfEpisode
 from rlds_reverb.write.push import push
 from rlds_reverb.write.push import push_rlds_to_reverb
 from rlds_reverb.write.push import PushResult
+from rlds_reverb.write.push import push_nstep_transitions

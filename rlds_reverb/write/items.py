@@ -48,6 +48,7 @@ class SequenceItems:
   sequence_length: int
   stride_length: int = 1
   end_of_episode: EndOfEpisode = EndOfEpisode.DROP
+  squeeze = False  # Items keep their time axis.
 
   def __post_init__(self):
     if self.sequence_length < 1 or self.stride_length < 1:
@@ -66,6 +67,16 @@ class SequenceItems:
     counts = np.arange(length, num_steps + num_pad_rows + 1,
                        self.stride_length)
     return EpisodePlan(num_pad_rows, counts - 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class TransitionItems:
+  """One item per row without a time axis: n-step transitions, as Acme's."""
+  sequence_length: int = 1
+  squeeze: bool = True
+
+  def plan(self, num_steps: int) -> EpisodePlan:
+    return EpisodePlan(0, np.arange(num_steps))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,6 +18,7 @@ from tf_agents.replay_buffers import reverb_utils
 
 from rlds_reverb import convert
 from rlds_reverb import specs
+from rlds_reverb.convert import nstep
 from rlds_reverb.specs import fields
 from rlds_reverb.write import items as items_lib
 from rlds_reverb.write import server as server_lib
@@ -98,6 +99,34 @@ def push(
                policy_info_fn, timeout, on_confirmed)
 
 
+def push_nstep_transitions(
+    rlds_data: tf.data.Dataset,
+    server: server_lib.ServerLike,
+    tables: Union[str, Sequence[str]],
+    *,
+    n: int,
+    discount: float,
+    priority: float = 1.0,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    on_confirmed: Optional[Callable[[writer_lib.Progress], None]] = None,
+) -> PushResult:
+  """Writes one item per n-step transition (`convert.nstep`), as Acme does.
+
+  Items have no time axis; a signed table's signature must equal
+  `create_nstep_transition_spec(rlds_data)`. `trajectories` in the result
+  counts transitions. Raises as `push`.
+  """
+  tables = [tables] if isinstance(tables, str) else list(tables)
+  client, address = server_lib.connect(server)
+  spec = nstep.create_nstep_transition_spec(rlds_data)
+  _check_tables(client, address, tables, spec, timeout, add_time_axis=False)
+  blocks = nstep.nstep_transition_blocks(rlds_data, n, discount)
+  writer = writer_lib.SequenceWriter(
+      client, tables, spec, items_lib.TransitionItems(), priority, address,
+      timeout, on_confirmed=on_confirmed)
+  return _write_blocks(blocks, _transitions_of, writer, None, tables, address)
+
+
 def push_rlds_to_reverb(
     rlds_data: tf.data.Dataset,
     reverb_observer: Any,
@@ -167,29 +196,55 @@ def _call_per_trajectory(rlds_data, observer, policy_info_fn) -> int:
 
 def _push(rlds_data, client, address, tables, item_plan, priority,
           policy_info_fn, timeout_s, on_confirmed) -> PushResult:
-  start = time.perf_counter()
-  step_spec = specs.steps_spec(rlds_data)
-  spec = specs.trajectory_spec(step_spec, policy_info_fn)
-  infos = server_lib.table_infos(client, address, tables, timeout_s)
-  for table, info in infos.items():
-    specs.check_table_signature(info.signature, spec, table)
+  spec = specs.trajectory_spec(specs.steps_spec(rlds_data), policy_info_fn)
+  _check_tables(client, address, tables, spec, timeout_s, add_time_axis=True)
   writer_class = (writer_lib.EpisodeWriter
                   if isinstance(item_plan, items_lib.EpisodeItems)
                   else writer_lib.SequenceWriter)
   writer = writer_class(client, tables, spec, item_plan, priority, address,
                         timeout_s, on_confirmed=on_confirmed)
-  blocks = convert.trajectory_blocks(rlds_data, policy_info_fn).prefetch(2)
+  blocks = convert.trajectory_blocks(rlds_data, policy_info_fn)
+  episode_items = (item_plan if isinstance(item_plan, items_lib.EpisodeItems)
+                   else None)
+  return _write_blocks(blocks, _trajectory_of, writer, episode_items, tables,
+                       address)
+
+
+def _check_tables(client, address, tables, spec, timeout_s,
+                  add_time_axis: bool) -> None:
+  """Server up, tables there, signatures matching: before writing anything."""
+  infos = server_lib.table_infos(client, address, tables, timeout_s)
+  for table, info in infos.items():
+    if add_time_axis:
+      specs.check_table_signature(info.signature, spec, table)
+    else:
+      specs.check_item_signature(info.signature, spec, table)
+
+
+def _trajectory_of(block):
+  return block.trajectory
+
+
+def _transitions_of(block):
+  return block.transitions
+
+
+def _write_blocks(blocks, rows_of_block, writer, episode_items, tables,
+                  address) -> PushResult:
+  """Writes every block; on any failure, confirms what was written and says so."""
+  start = time.perf_counter()
   skipped = 0
   try:
-    for block in blocks.as_numpy_iterator():
-      if (isinstance(item_plan, items_lib.EpisodeItems) and
-          not item_plan.fits(len(block.trajectory.step_type))):
-        if not item_plan.bypass_partial_episodes:
+    for block in blocks.prefetch(2).as_numpy_iterator():
+      rows = rows_of_block(block)
+      if episode_items is not None and not episode_items.fits(
+          len(rows.step_type)):
+        if not episode_items.bypass_partial_episodes:
           raise ValueError(_EPISODE_TOO_LONG)
         logging.error(_EPISODE_BYPASSED)
         skipped += 1
         continue
-      writer.write_episode(block.trajectory)
+      writer.write_episode(rows)
   except (tf.errors.OpError, ValueError) as e:
     _note_written(e, writer, tables, address)
     raise

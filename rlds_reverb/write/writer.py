@@ -13,7 +13,7 @@ server; only `flush(timeout_ms=...)` does. So every writer here:
 """
 
 import dataclasses
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 import reverb
@@ -106,19 +106,26 @@ class SequenceWriter(_Writer):
   """Fixed-length items through Reverb's structured writer.
 
   Each row carries, besides the trajectory's leaves, a marker column that is 1
-  where an item ends (from `SequenceItems.plan`); one config per table makes
-  the item of the last L rows there. The marker is not part of the item.
+  where an item ends (from the item plan); one config per table makes the
+  item of the last L rows there (the last row alone, without a time axis, for
+  squeezed plans). The marker is not part of the item.
   """
 
   def __init__(self, client: reverb.Client, tables: Sequence[str],
-               spec_structure: Any, item_plan: items_lib.SequenceItems,
+               spec_structure: Any,
+               item_plan: Union[items_lib.SequenceItems,
+                                items_lib.TransitionItems],
                priority: float, address: str, timeout_s: float, **kwargs):
     num_leaves = len(tree.flatten(spec_structure))
     step = list(range(num_leaves + 1))
     length = item_plan.sequence_length
+    if item_plan.squeeze:
+      select = lambda column: column[-1]
+    else:
+      select = lambda column: column[-length:]
     pattern = structured.pattern_from_transform(
         step, lambda ref: tree.unflatten_as(
-            spec_structure, [column[-length:] for column in ref[:num_leaves]]))
+            spec_structure, [select(column) for column in ref[:num_leaves]]))
     conditions = [structured.Condition.step_index() >= length - 1,
                   structured.Condition.data(step)[num_leaves] == 1]
     configs = [structured.create_config(
@@ -129,7 +136,7 @@ class SequenceWriter(_Writer):
     self._plan = item_plan
 
   def write_episode(self, block) -> None:
-    """Appends one episode's trajectories (a numpy `Trajectory` block)."""
+    """Appends one episode's rows (a numpy nest, each leaf [T, ...])."""
     columns = rows_lib.flat_columns(block)
     num_steps = len(columns[0])
     plan = self._plan.plan(num_steps)
