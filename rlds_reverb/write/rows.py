@@ -1,6 +1,6 @@
 """Numpy trajectory blocks as the flat rows Reverb's writers append."""
 
-from typing import Any, List
+from typing import List
 
 import numpy as np
 import tree
@@ -29,7 +29,3 @@ def pad_columns(block: trajectory.Trajectory, num_rows: int) -> List[np.ndarray]
                              pad.next_step_type.dtype))
   return [np.asarray(leaf) for leaf in tree.flatten(pad)]
 
-
-def rows_of(columns: List[np.ndarray]) -> List[Any]:
-  """Row i: the list of every column's i-th element."""
-  return [list(row) for row in zip(*columns)]

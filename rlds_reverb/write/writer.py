@@ -2,9 +2,9 @@
 
 Reverb's `append` and `create_item` never block and never report a lost
 server; only `flush(timeout_ms=...)` does. So every writer here:
-  * flushes after each `FLUSH_EVERY_ITEMS` items, leaving at most that many
-    pending: never 50 unconfirmed items (Reverb's "alarmingly high" warning),
-    memory bounded whatever the dataset's size;
+  * flushes every F items (about half of `MAX_PENDING_ITEMS`), leaving at
+    most F pending: never 50 unconfirmed items (Reverb's "alarmingly high"
+    warning), memory bounded whatever the dataset's size;
   * confirms everything (flush to zero pending) at the latest every
     `CONFIRM_EVERY_ROWS` rows, at an episode end, and at `close`, so the
     episodes confirmed so far are known (`confirmed_episodes`);
@@ -24,7 +24,8 @@ from rlds_reverb.errors import ReverbTimeoutError
 from rlds_reverb.write import items as items_lib
 from rlds_reverb.write import rows as rows_lib
 
-FLUSH_EVERY_ITEMS = 24
+# Reverb warns from 50 unconfirmed items on; a flush leaves at most this many.
+MAX_PENDING_ITEMS = 49
 CONFIRM_EVERY_ROWS = 4096
 
 
@@ -50,16 +51,23 @@ class _Writer:
     self._timeout_ms = max(1, int(timeout_s * 1000))
     self._timeout_s = timeout_s
     self._on_confirmed = on_confirmed
+    # Between flushes at most F + len(tables) - 1 items are added to the at
+    # most F left pending: 2F + len(tables) - 1 <= MAX_PENDING_ITEMS.
+    self._flush_every = max(1, (MAX_PENDING_ITEMS - len(self._tables) + 1) // 2)
     self._unflushed_items = 0
     self._unconfirmed_rows = 0
     self.progress = Progress()
 
-  def _items_created(self, count: int) -> None:
-    self.progress.items += count
-    self._unflushed_items += count
-    if self._unflushed_items >= FLUSH_EVERY_ITEMS:
-      self._flush(FLUSH_EVERY_ITEMS)
-      self._unflushed_items = 0
+  def _flush_points(self, items_per_row: np.ndarray) -> np.ndarray:
+    """Rows after which to flush, given how many items each row creates."""
+    totals = self._unflushed_items + np.cumsum(items_per_row)
+    crossings = totals // self._flush_every
+    self._unflushed_items = int(totals[-1] - crossings[-1] * self._flush_every)
+    self.progress.items += int(items_per_row.sum())
+    return np.diff(crossings, prepend=0) > 0
+
+  def _flush_pending(self) -> None:
+    self._flush(self._flush_every)
 
   def _episode_done(self, num_trajectories: int, num_rows: int) -> None:
     self.progress.episodes += 1
@@ -145,11 +153,13 @@ class SequenceWriter(_Writer):
       columns = [np.concatenate([c, p]) for c, p in zip(columns, pad)]
     markers = np.zeros(num_steps + plan.num_pad_rows, np.int32)
     markers[plan.item_ends] = 1
-    for row, marker in zip(rows_lib.rows_of(columns), markers):
-      row.append(marker)
-      self._writer.append(row)
-      if marker:
-        self._items_created(len(self._tables))
+    flush_after = self._flush_points(markers * len(self._tables)).tolist()
+    columns.append(markers)
+    append = self._writer.append
+    for row, flush in zip(zip(*columns), flush_after):
+      append(row)
+      if flush:
+        self._flush_pending()
     self._episode_done(num_steps, len(markers))
 
 
@@ -169,13 +179,14 @@ class EpisodeWriter(_Writer):
   def write_episode(self, block) -> None:
     columns = rows_lib.flat_columns(block)
     num_steps = len(columns[0])
-    for row in rows_lib.rows_of(columns):
-      self._writer.append(row)
+    for row in zip(*columns):
+      self._writer.append(list(row))
     history = [column[-num_steps:] for column in self._writer.history]
     item = tree.unflatten_as(self._structure, history)
     for table in self._tables:
       self._writer.create_item(table, self._priority, item)
-    self._items_created(len(self._tables))
+    if self._flush_points(np.array([len(self._tables)]))[0]:
+      self._flush_pending()
     self._episode_done(num_steps, num_steps)
 
   def _release(self) -> None:
