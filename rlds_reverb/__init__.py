@@ -1,26 +1,40 @@
 """rlds_reverb: RLDS datasets to TF-Agents trajectories in Reverb tables.
 
 A drop-in for `tf_agents.replay_buffers.rlds_to_reverb` (the first four names)
-plus a push API that needs no TF-Agents observer.
+plus a push API that needs no TF-Agents observer, n-step transitions, and
+RLDS sources.
+
+Names load lazily (PEP 562): `import rlds_reverb` does not import TensorFlow,
+so the command line can silence it before it starts.
 """
 
-from rlds_reverb.convert import convert_rlds_to_nstep_transitions
-from rlds_reverb.convert import convert_rlds_to_trajectories
-from rlds_reverb.convert import create_nstep_transition_spec
-from rlds_reverb.convert import NStepTransition
+import importlib
+from typing import Any, List
+
+from rlds_reverb.errors import DatasetNotPreparedError
 from rlds_reverb.errors import ReverbTimeoutError
 from rlds_reverb.errors import RldsReverbError
 from rlds_reverb.errors import ServerUnavailableError
 from rlds_reverb.errors import SignatureMismatchError
+from rlds_reverb.errors import SourceError
 from rlds_reverb.errors import StepSpecError
 from rlds_reverb.errors import TableNotFoundError
-from rlds_reverb.specs import create_trajectory_data_spec
-from rlds_reverb.specs import get_rlds_step_features
-from rlds_reverb.write import EndOfEpisode
-from rlds_reverb.write import push
-from rlds_reverb.write import push_nstep_transitions
-from rlds_reverb.write import push_rlds_to_reverb
-from rlds_reverb.write import PushResult
+
+# Public name -> the module that defines it.
+_LAZY = {
+    'get_rlds_step_features': 'rlds_reverb.specs',
+    'create_trajectory_data_spec': 'rlds_reverb.specs',
+    'convert_rlds_to_trajectories': 'rlds_reverb.convert',
+    'push_rlds_to_reverb': 'rlds_reverb.write',
+    'push': 'rlds_reverb.write',
+    'PushResult': 'rlds_reverb.write',
+    'EndOfEpisode': 'rlds_reverb.write',
+    'push_nstep_transitions': 'rlds_reverb.write',
+    'convert_rlds_to_nstep_transitions': 'rlds_reverb.convert',
+    'create_nstep_transition_spec': 'rlds_reverb.convert',
+    'NStepTransition': 'rlds_reverb.convert',
+    'load': 'rlds_reverb.sources',
+}
 
 __all__ = [
     'get_rlds_step_features',
@@ -29,15 +43,30 @@ __all__ = [
     'push_rlds_to_reverb',
     'push',
     'PushResult',
+    'EndOfEpisode',
     'push_nstep_transitions',
     'convert_rlds_to_nstep_transitions',
     'create_nstep_transition_spec',
     'NStepTransition',
-    'EndOfEpisode',
+    'load',
     'RldsReverbError',
     'StepSpecError',
     'SignatureMismatchError',
     'ReverbTimeoutError',
     'ServerUnavailableError',
     'TableNotFoundError',
+    'SourceError',
+    'DatasetNotPreparedError',
 ]
+
+
+def __getattr__(name: str) -> Any:
+  if name not in _LAZY:
+    raise AttributeError(f"module 'rlds_reverb' has no attribute {name!r}")
+  value = getattr(importlib.import_module(_LAZY[name]), name)
+  globals()[name] = value
+  return value
+
+
+def __dir__() -> List[str]:
+  return sorted(set(globals()) | set(__all__))

@@ -91,8 +91,7 @@ def nstep_transition_blocks(
   if not 0.0 <= discount <= 1.0:
     raise ValueError(f'discount must be in [0, 1], got {discount}.')
   step_spec = step_spec_lib.steps_spec(rlds_data)
-  dense = episodes_lib.dense_episodes(rlds_data, step_spec,
-                                      fields.STEP_FEATURES)
+  dense = episodes_lib.dense_episodes(rlds_data, step_spec)
   return dense.map(functools.partial(_to_block, n=n, gamma=discount))
 
 

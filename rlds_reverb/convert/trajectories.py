@@ -7,7 +7,8 @@
       -> unbatch: one Trajectory per RLDS step
 
 No Python or AutoGraph runs per step; `policy_info_fn` is traced once and
-applied by tf.data to each step pair.
+applied by tf.data to each step pair. Episodes are converted
+`_PARALLEL_EPISODES` at a time, in order, ahead of the consumer.
 """
 
 import functools
@@ -20,6 +21,9 @@ from rlds_reverb.convert import episodes as episodes_lib
 from rlds_reverb.convert import step_types
 from rlds_reverb.specs import fields
 from rlds_reverb.specs import step_spec as step_spec_lib
+
+# Episodes converted at the same time (besides those being read).
+_PARALLEL_EPISODES = 2
 
 
 class TrajectoryBlock(NamedTuple):
@@ -55,8 +59,9 @@ def convert_rlds_to_trajectories(
       not last, a mid step followed by a first step, or a last step not followed
       by a first step; the message ends with '(episode E, step S)'.
   """
-  return trajectory_blocks(rlds_data, policy_info_fn).map(
-      _trajectory_of).unbatch()
+  return _dense_episodes(rlds_data, policy_info_fn).map(
+      functools.partial(_to_trajectory, policy_info_fn=policy_info_fn),
+      num_parallel_calls=_PARALLEL_EPISODES, deterministic=True).unbatch()
 
 
 def trajectory_blocks(
@@ -64,42 +69,59 @@ def trajectory_blocks(
     policy_info_fn: Optional[fields.PolicyInfoFn] = None,
 ) -> tf.data.Dataset:
   """A dataset of `TrajectoryBlock`s: each episode's trajectories at once."""
-  step_spec = step_spec_lib.steps_spec(rlds_data)
-  keep_fields = None if policy_info_fn else fields.STEP_FEATURES
-  dense = episodes_lib.dense_episodes(
-      rlds_data, step_spec, keep_fields,
+  return _dense_episodes(rlds_data, policy_info_fn).map(
+      functools.partial(_to_block, policy_info_fn=policy_info_fn),
+      num_parallel_calls=_PARALLEL_EPISODES, deterministic=True)
+
+
+def _dense_episodes(rlds_data, policy_info_fn) -> tf.data.Dataset:
+  """Validates the step spec (raising now, not while iterating); the episodes.
+
+  Fields other than the step features are batched with their episode and then
+  left unused: selecting them per step would cost a function call per step.
+  """
+  return episodes_lib.dense_episodes(
+      rlds_data, step_spec_lib.steps_spec(rlds_data),
       pair_episodes=policy_info_fn is not None)
-  return dense.map(functools.partial(_to_block, policy_info_fn=policy_info_fn))
 
 
-def _trajectory_of(block: TrajectoryBlock) -> trajectory.Trajectory:
-  return block.trajectory
+def _to_trajectory(episode: episodes_lib.DenseEpisode,
+                   policy_info_fn) -> trajectory.Trajectory:
+  """`_to_block` without the index: one map, not two, per episode."""
+  return _to_block(episode, policy_info_fn).trajectory
 
 
 def _to_block(episode: episodes_lib.DenseEpisode, policy_info_fn):
+  """The trajectories of one episode; the checks run before they are used.
+
+  Types and checks take the pad step's flags after the last step, even when
+  `next_step` is the next episode's: that episode's own check reports a missing
+  `is_first`, so errors are the same with or without `policy_info_fn`.
+  """
   steps = episode.steps
   types = step_types.classify(
       steps[fields.IS_FIRST], steps[fields.IS_LAST], steps[fields.IS_TERMINAL],
-      _shifted(steps[fields.IS_FIRST], episode.next_step[fields.IS_FIRST]),
-      _shifted(steps[fields.IS_LAST], episode.next_step[fields.IS_LAST]))
+      _shifted(steps[fields.IS_FIRST], tf.constant(True)),
+      _shifted(steps[fields.IS_LAST], tf.constant(False)))
   checked = step_types.assert_no_problems(episode.index, types.problem)
   policy_info = ()
   if policy_info_fn is not None:
     next_steps = tf.nest.map_structure(_shifted, steps, episode.next_step)
     policy_info = _policy_info(policy_info_fn, steps, next_steps)
   with tf.control_dependencies([checked]):
-    return TrajectoryBlock(
-        episode_index=tf.identity(episode.index),
-        trajectory=trajectory.Trajectory(
-            step_type=types.step_type,
-            observation=steps[fields.OBSERVATION],
-            action=steps[fields.ACTION],
-            policy_info=policy_info,
-            next_step_type=types.next_step_type,
-            reward=steps[fields.REWARD],
-            discount=step_types.discounts(
-                steps[fields.DISCOUNT], types.zero_discount),
-        ))
+    step_type = tf.identity(types.step_type)
+  return TrajectoryBlock(
+      episode_index=episode.index,
+      trajectory=trajectory.Trajectory(
+          step_type=step_type,
+          observation=steps[fields.OBSERVATION],
+          action=steps[fields.ACTION],
+          policy_info=policy_info,
+          next_step_type=types.next_step_type,
+          reward=steps[fields.REWARD],
+          discount=step_types.discounts(
+              steps[fields.DISCOUNT], types.zero_discount),
+      ))
 
 
 def _shifted(values: tf.Tensor, next_value: tf.Tensor) -> tf.Tensor:
@@ -109,6 +131,11 @@ def _shifted(values: tf.Tensor, next_value: tf.Tensor) -> tf.Tensor:
 
 def _policy_info(policy_info_fn, steps: Dict[str, Any],
                  next_steps: Dict[str, Any]) -> Any:
-  """`policy_info_fn` of each (step, next step), stacked along time."""
+  """`policy_info_fn` of each (step, next step), stacked along time.
+
+  The batch size is the episode length: tf.data fuses `map` and `batch` into
+  one op that allocates the whole batch size, so `WHOLE_EPISODE` never returns.
+  """
+  length = tf.shape(steps[fields.IS_FIRST], out_type=tf.int64)[0]
   pairs = tf.data.Dataset.from_tensor_slices((steps, next_steps))
-  return pairs.map(policy_info_fn).batch(episodes_lib.WHOLE_EPISODE).get_single_element()
+  return pairs.map(policy_info_fn).batch(length).get_single_element()

@@ -1,0 +1,102 @@
+"""The public API: exactly these names, all importable, drop-ins as TF-Agents'."""
+
+import inspect
+import os
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+
+import pytest  # pylint: disable=g-import-not-at-top
+from tf_agents.replay_buffers import rlds_to_reverb  # pylint: disable=g-import-not-at-top
+
+import rlds_reverb  # pylint: disable=g-import-not-at-top
+
+EXPORTED = [
+    'get_rlds_step_features',
+    'create_trajectory_data_spec',
+    'convert_rlds_to_trajectories',
+    'push_rlds_to_reverb',
+    'push',
+    'PushResult',
+    'EndOfEpisode',
+    'push_nstep_transitions',
+    'convert_rlds_to_nstep_transitions',
+    'create_nstep_transition_spec',
+    'NStepTransition',
+    'load',
+    'RldsReverbError',
+    'StepSpecError',
+    'SignatureMismatchError',
+    'ReverbTimeoutError',
+    'ServerUnavailableError',
+    'TableNotFoundError',
+    'SourceError',
+    'DatasetNotPreparedError',
+]
+
+DROP_INS = ['get_rlds_step_features', 'create_trajectory_data_spec',
+            'convert_rlds_to_trajectories', 'push_rlds_to_reverb']
+
+ERRORS = ['RldsReverbError', 'StepSpecError', 'SignatureMismatchError',
+          'ReverbTimeoutError', 'ServerUnavailableError', 'TableNotFoundError',
+          'SourceError', 'DatasetNotPreparedError']
+
+
+def test_all_is_pinned():
+  assert rlds_reverb.__all__ == EXPORTED
+
+
+@pytest.mark.parametrize('name', EXPORTED)
+def test_name_is_importable(name):
+  namespace = {}
+  exec(f'from rlds_reverb import {name}', namespace)  # pylint: disable=exec-used
+  assert namespace[name] is getattr(rlds_reverb, name)
+  assert namespace[name] is not None
+
+
+def test_star_import_gives_exactly_all():
+  namespace = {}
+  exec('from rlds_reverb import *', namespace)  # pylint: disable=exec-used
+  assert sorted(set(namespace) - {'__builtins__'}) == sorted(EXPORTED)
+
+
+def test_unknown_name_is_an_attribute_error():
+  with pytest.raises(AttributeError):
+    getattr(rlds_reverb, 'no_such_name')
+
+
+@pytest.mark.parametrize('name', ERRORS)
+def test_errors_derive_from_package_base(name):
+  error = getattr(rlds_reverb, name)
+  assert issubclass(error, rlds_reverb.RldsReverbError)
+  assert issubclass(error, Exception)
+
+
+@pytest.mark.parametrize('name', ['StepSpecError', 'SignatureMismatchError'])
+def test_drop_in_errors_are_value_errors(name):
+  """TF-Agents raises ValueError there; code catching it keeps working."""
+  assert issubclass(getattr(rlds_reverb, name), ValueError)
+
+
+@pytest.mark.parametrize('name', DROP_INS)
+def test_drop_in_signature_is_tf_agents(name):
+  """TF-Agents' parameters first (names, kinds, defaults); extras optional.
+
+  The issue asks for `create_trajectory_data_spec(rlds_data,
+  policy_info_fn=None)`: one optional parameter TF-Agents lacks, which no
+  call written for TF-Agents can notice.
+  """
+  ours = list(inspect.signature(getattr(rlds_reverb, name)).parameters.values())
+  theirs = list(
+      inspect.signature(getattr(rlds_to_reverb, name)).parameters.values())
+  assert [(p.name, p.kind, p.default) for p in ours[:len(theirs)]] == [
+      (p.name, p.kind, p.default) for p in theirs]
+  extras = ours[len(theirs):]
+  assert all(p.default is not inspect.Parameter.empty for p in extras)
+  expected_extras = (['policy_info_fn']
+                     if name == 'create_trajectory_data_spec' else [])
+  assert [p.name for p in extras] == expected_extras
+
+
+def test_step_features_equal_tf_agents():
+  assert (rlds_reverb.get_rlds_step_features() ==
+          rlds_to_reverb.get_rlds_step_features())
