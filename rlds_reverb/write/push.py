@@ -48,6 +48,8 @@ class PushResult:
   items: int
   seconds: float
   skipped_episodes: int = 0
+  # Trajectories of the skipped episodes (TF-Agents' count includes them).
+  skipped_trajectories: int = 0
 
 
 def push(
@@ -158,7 +160,7 @@ def push_rlds_to_reverb(
                  reverb_observer._priority, policy_info_fn,  # pylint: disable=protected-access
                  DEFAULT_TIMEOUT_S, None)
   logging.info('Wrote %d trajectories to Reverb.', result.trajectories)
-  return result.trajectories
+  return result.trajectories + result.skipped_trajectories
 
 
 def _observer_item_plan(observer: Any):
@@ -233,7 +235,7 @@ def _write_blocks(blocks, rows_of_block, writer, episode_items, tables,
                   address) -> PushResult:
   """Writes every block; on any failure, confirms what was written and says so."""
   start = time.perf_counter()
-  skipped = 0
+  skipped = skipped_trajectories = 0
   try:
     for block in blocks.prefetch(2).as_numpy_iterator():
       rows = rows_of_block(block)
@@ -243,6 +245,7 @@ def _write_blocks(blocks, rows_of_block, writer, episode_items, tables,
           raise ValueError(_EPISODE_TOO_LONG)
         logging.error(_EPISODE_BYPASSED)
         skipped += 1
+        skipped_trajectories += len(rows.step_type)
         continue
       writer.write_episode(rows)
   except (tf.errors.OpError, ValueError) as e:
@@ -250,7 +253,7 @@ def _write_blocks(blocks, rows_of_block, writer, episode_items, tables,
     raise
   progress = writer.close()
   return PushResult(progress.episodes, progress.trajectories, progress.items,
-                    time.perf_counter() - start, skipped)
+                    time.perf_counter() - start, skipped, skipped_trajectories)
 
 
 def _note_written(error: Exception, writer, tables, address) -> None:

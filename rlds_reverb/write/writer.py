@@ -28,6 +28,12 @@ from rlds_reverb.write import rows as rows_lib
 MAX_PENDING_ITEMS = 49
 CONFIRM_EVERY_ROWS = 4096
 
+# Writers given up after a timeout. Reverb's structured writer has no close,
+# and its destructor waits, without end, for the items it could not deliver;
+# kept here, it is never destroyed (also not at exit) and nothing hangs. Each
+# holds at most MAX_PENDING_ITEMS items.
+_ABANDONED = []
+
 
 @dataclasses.dataclass
 class Progress:
@@ -54,12 +60,15 @@ class _Writer:
     # Between flushes at most F + len(tables) - 1 items are added to the at
     # most F left pending: 2F + len(tables) - 1 <= MAX_PENDING_ITEMS.
     self._flush_every = max(1, (MAX_PENDING_ITEMS - len(self._tables) + 1) // 2)
+    self._failure = None  # The ReverbTimeoutError that ended this writer.
     self._unflushed_items = 0
     self._unconfirmed_rows = 0
     self.progress = Progress()
 
   def _flush_points(self, items_per_row: np.ndarray) -> np.ndarray:
     """Rows after which to flush, given how many items each row creates."""
+    if not len(items_per_row):  # pylint: disable=g-explicit-length-test
+      return np.zeros(0, bool)
     totals = self._unflushed_items + np.cumsum(items_per_row)
     crossings = totals // self._flush_every
     self._unflushed_items = int(totals[-1] - crossings[-1] * self._flush_every)
@@ -88,16 +97,21 @@ class _Writer:
     return self.progress
 
   def _flush(self, block_until_num_items: int) -> None:
+    if self._failure is not None:
+      raise self._failure
     try:
       self._writer.flush(block_until_num_items, timeout_ms=self._timeout_ms)
     except reverb.errors.DeadlineExceededError as e:
       tables = ', '.join(repr(t) for t in self._tables)
-      raise ReverbTimeoutError(
+      self._failure = ReverbTimeoutError(
           f'Reverb server at {self._address} did not confirm items for table '
           f'{tables} within {self._timeout_s:g} s: the server is down or '
           f"unreachable, or the table's rate limiter blocks inserts. "
           f'Confirmed before: {self.progress.confirmed_episodes} episodes, '
-          f'{self.progress.confirmed_items} items.') from e
+          f'{self.progress.confirmed_items} items.')
+      _ABANDONED.append(self._writer)
+      self._writer = None
+      raise self._failure from e
 
   def close(self) -> Progress:
     """Confirms everything, then releases the writer."""

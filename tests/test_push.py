@@ -1,0 +1,649 @@
+"""`push` and `push_rlds_to_reverb` against TF-Agents on real Reverb servers.
+
+The reference is TF-Agents itself: `rlds_to_reverb.push_rlds_to_reverb` with
+real `ReverbAddTrajectoryObserver`s / `ReverbAddEpisodeObserver`s writes into
+tables `tfa_*`, our push into identically configured tables `ours_*`; both are
+read back (each item once: FIFO tables with max_times_sampled=1) and compared
+as multisets of (priority, data).
+
+To keep the run short, one TF-Agents push may feed several observers through
+`FanOut` (TF-Agents' function still converts and calls each observer per
+trajectory, then each observer is flushed), so the slow TF-Agents conversion
+runs once per dataset.
+"""
+
+import json
+import pathlib
+import subprocess
+import sys
+import time
+from typing import Dict, List, Sequence
+
+import numpy as np
+import pytest
+import reverb
+import tensorflow as tf
+from tf_agents.replay_buffers import reverb_utils
+from tf_agents.replay_buffers import rlds_to_reverb as tfa_rlds
+from tf_agents.specs import tensor_spec
+import tree
+
+import rlds_reverb
+from tests import rlds_data
+from tests import reverb_tables
+
+EOE = rlds_reverb.EndOfEpisode
+HANG_GUARD_S = 60  # Not a speed check: only proves a call came back.
+
+# tf-agents 0.19.0's text for an episode longer than `max_sequence_length`.
+EPISODE_TOO_LONG = (
+    'The number of trajectories within the same episode exceeds '
+    '`max_sequence_length`. Consider increasing the `max_sequence_length` or '
+    'set `bypass_partial_episodes` to true to bypass the episodes with length '
+    'more than `max_sequence_length`.')
+SIGNATURE_MISMATCH = (
+    'Replay buffer table signature spec should match RLDS data spec.')
+
+
+# --- Data, tables and reading back. ------------------------------------------
+
+def episodes_of(lengths: Sequence[int], seed: int,
+                observation_size: int = 3) -> List[Dict[str, object]]:
+  """Random episodes of the given lengths, terminal and truncated mixed."""
+  rng = np.random.default_rng(seed)
+  terminal = rng.permutation(np.arange(len(lengths)) % 2 == 0)
+  return [rlds_data.flat_episode(n, seed=seed * 1000 + i,
+                                 terminal=bool(terminal[i]),
+                                 observation_size=observation_size)
+          for i, n in enumerate(lengths)]
+
+
+def varied_lengths(sequence_length: int, seed: int) -> List[int]:
+  """Lengths 1, shorter than, equal to and longer than an item, and random."""
+  rng = np.random.default_rng(seed)
+  lengths = [1, max(sequence_length - 1, 1), sequence_length,
+             sequence_length + 1, 2 * sequence_length + 1]
+  lengths += rng.integers(1, 12, 3).tolist()
+  return rng.permutation(lengths).tolist()
+
+
+def signature_of(data: tf.data.Dataset):
+  return tensor_spec.add_outer_dim(rlds_reverb.create_trajectory_data_spec(data))
+
+
+def take_all(server: reverb.Server, table: str) -> List[tuple]:
+  """Every item of a signed FIFO table once: (priority, numpy nest).
+
+  Like `reverb_tables.drain`, through `Client.sample` (a tf.data reader takes
+  seconds to shut down on an emptied table); the table must end up empty.
+  """
+  client = reverb.Client(reverb_tables.address(server))
+  count = reverb_tables.table_size(client, table)
+  samples = list(client.sample(table, num_samples=count, emit_timesteps=False,
+                               unpack_as_table_signature=True)) if count else []
+  assert len(samples) == count
+  assert reverb_tables.table_size(client, table) == 0, f'{table} not drained'
+  return [(float(s.info.priority), tree.map_structure(np.asarray, s.data))
+          for s in samples]
+
+
+def take_all_flat(server: reverb.Server, table: str) -> List[tuple]:
+  """As `take_all` for an unsigned table: data is the flat list of leaves."""
+  client = reverb.Client(reverb_tables.address(server))
+  count = reverb_tables.table_size(client, table)
+  samples = list(client.sample(table, num_samples=count,
+                               emit_timesteps=False)) if count else []
+  assert len(samples) == count
+  assert reverb_tables.table_size(client, table) == 0, f'{table} not drained'
+  return [(float(s.info.priority), [np.asarray(x) for x in s.data])
+          for s in samples]
+
+
+def same_items(expected, got) -> bool:
+  return reverb_tables.as_multiset(expected) == reverb_tables.as_multiset(got)
+
+
+def client_of(server: reverb.Server) -> reverb.Client:
+  return reverb.Client(reverb_tables.address(server))
+
+
+def trajectory_observer(client, table, sequence_length, stride_length,
+                        priority, end_of_episode):
+  return reverb_utils.ReverbAddTrajectoryObserver(
+      client, table, sequence_length, stride_length=stride_length,
+      priority=priority,
+      pad_end_of_episodes=end_of_episode is not EOE.DROP,
+      tile_end_of_episodes=end_of_episode is EOE.TILE)
+
+
+class FanOut:
+  """One observer to TF-Agents' push that feeds several real observers."""
+
+  def __init__(self, observers):
+    self._observers = list(observers)
+
+  def get_table_signature(self):
+    return self._observers[0].get_table_signature()
+
+  def __call__(self, entry):
+    for observer in self._observers:
+      observer(entry)
+
+
+def tfa_push(data, observers) -> int:
+  """TF-Agents' push through each observer, flushed and closed."""
+  count = tfa_rlds.push_rlds_to_reverb(data, FanOut(observers))
+  for observer in observers:
+    observer.flush()
+    observer.close()
+  return count
+
+
+def ours_push(data, observer) -> int:
+  count = rlds_reverb.push_rlds_to_reverb(data, observer)
+  observer.close()
+  return count
+
+
+# --- 1. push_rlds_to_reverb writes what TF-Agents' observers write. ----------
+
+STRIDES = (1, 2, 3)
+MODES = (EOE.DROP, EOE.PAD, EOE.TILE)
+
+
+@pytest.mark.parametrize('sequence_length', [2, 3, 5])
+def test_trajectory_observer_items_match_tf_agents(make_server,
+                                                   sequence_length):
+  seed = 10 + sequence_length
+  data = rlds_data.as_rlds(
+      episodes_of(varied_lengths(sequence_length, seed), seed))
+  signature = signature_of(data)
+  combos = [(s, m) for s in STRIDES for m in MODES]
+  names = {c: f'{c[0]}_{c[1].name}' for c in combos}
+  server = make_server(
+      [reverb_tables.fifo_table(f'{side}_{names[c]}', signature)
+       for c in combos for side in ('tfa', 'ours')])
+  client = client_of(server)
+  priority = 0.25 + sequence_length  # Not TF-Agents' default of 1.
+
+  tfa_count = tfa_push(data, [
+      trajectory_observer(client, f'tfa_{names[c]}', sequence_length, *c[:1],
+                          priority, c[1]) for c in combos])
+
+  problems = []
+  for combo in combos:
+    observer = trajectory_observer(client, f'ours_{names[combo]}',
+                                   sequence_length, combo[0], priority,
+                                   combo[1])
+    count = ours_push(data, observer)
+    expected = take_all(server, f'tfa_{names[combo]}')
+    got = take_all(server, f'ours_{names[combo]}')
+    if count != tfa_count:
+      problems.append(f'{names[combo]}: returned {count}, TF-Agents {tfa_count}')
+    if not same_items(expected, got):
+      problems.append(f'{names[combo]}: {len(got)} items differ from '
+                      f"TF-Agents' {len(expected)}")
+    if not expected:
+      problems.append(f'{names[combo]}: the case wrote no items at all')
+  assert not problems, '\n'.join(problems)
+
+
+def test_two_tables_per_observer(make_server):
+  data = rlds_data.as_rlds(episodes_of([1, 2, 6, 3, 4], seed=3))
+  signature = signature_of(data)
+  server = make_server([reverb_tables.fifo_table(name, signature)
+                        for name in ('a1', 'a2', 'b1', 'b2')])
+  client = client_of(server)
+  tfa_count = tfa_push(data, [trajectory_observer(
+      client, ['a1', 'a2'], 3, 2, 2.5, EOE.TILE)])
+  count = ours_push(data, trajectory_observer(
+      client, ['b1', 'b2'], 3, 2, 2.5, EOE.TILE))
+  assert count == tfa_count == 16
+  for tfa_table, ours_table in (('a1', 'b1'), ('a2', 'b2')):
+    expected = take_all(server, tfa_table)
+    assert len(expected) == 9  # 1 + 1 + 3 + 2 + 2
+    assert same_items(expected, take_all(server, ours_table))
+
+
+def episode_observer(client, table, max_sequence_length, bypass, priority=1):
+  return reverb_utils.ReverbAddEpisodeObserver(
+      client, table, max_sequence_length, priority=priority,
+      bypass_partial_episodes=bypass)
+
+
+EPISODE_CASES = {
+    # name: (lengths, max_sequence_length, bypass, items written)
+    'all_fit': ([1, 2, 5, 9, 3, 1, 7], 64, False, 7),
+    'all_fit_exactly': ([4, 1, 4, 2], 4, False, 4),
+    'long_ones_bypassed': ([3, 5, 1, 4, 7, 2], 4, True, 4),
+    'first_and_last_bypassed': ([6, 2, 1, 9], 5, True, 2),
+}
+
+
+@pytest.mark.parametrize('lengths, max_length, bypass, num_items',
+                         EPISODE_CASES.values(), ids=EPISODE_CASES.keys())
+def test_episode_observer_items_match_tf_agents(make_server, lengths,
+                                                max_length, bypass, num_items):
+  data = rlds_data.as_rlds(episodes_of(lengths, seed=len(lengths)))
+  signature = signature_of(data)
+  server = make_server([reverb_tables.fifo_table(name, signature)
+                        for name in ('tfa', 'ours')])
+  client = client_of(server)
+  tfa_count = tfa_push(data, [
+      episode_observer(client, 'tfa', max_length, bypass, priority=0.5)])
+  count = ours_push(
+      data, episode_observer(client, 'ours', max_length, bypass, priority=0.5))
+  expected = take_all(server, 'tfa')
+  got = take_all(server, 'ours')
+  assert len(expected) == num_items
+  assert same_items(expected, got)
+  assert tfa_count == sum(lengths)  # TF-Agents counts bypassed steps too.
+  assert count == tfa_count
+
+
+def test_episode_too_long_raises_tf_agents_error(make_server):
+  lengths = [3, 4, 5, 2]  # Episode 2 exceeds max_sequence_length=4.
+  data = rlds_data.as_rlds(episodes_of(lengths, seed=7))
+  signature = signature_of(data)
+  server = make_server([reverb_tables.fifo_table(name, signature)
+                        for name in ('tfa', 'ours')])
+  client = client_of(server)
+  tfa_observer = episode_observer(client, 'tfa', 4, bypass=False)
+  with pytest.raises(ValueError) as tfa_error:
+    tfa_rlds.push_rlds_to_reverb(data, tfa_observer)
+  tfa_observer.flush()  # TF-Agents leaves the first two episodes pending.
+  assert str(tfa_error.value) == EPISODE_TOO_LONG
+
+  with pytest.raises(ValueError) as error:
+    rlds_reverb.push_rlds_to_reverb(data, episode_observer(client, 'ours', 4,
+                                                           bypass=False))
+  assert str(error.value) == EPISODE_TOO_LONG
+  assert error.value.__notes__ == [
+      f'Before this error, 2 episodes (2 items) were written to table(s) ours '
+      f'at {client.server_address} and confirmed.']
+  expected = take_all(server, 'tfa')
+  assert len(expected) == 2
+  assert same_items(expected, take_all(server, 'ours'))
+
+
+def nested_episode(num_steps: int, seed: int, terminal: bool):
+  """An episode whose observation is a nest of several dtypes and shapes."""
+  episode = rlds_data.flat_episode(num_steps, seed, terminal)
+  rng = np.random.default_rng(seed + 1)
+  episode['observation'] = {
+      'pixels': rng.integers(0, 255, (num_steps, 2, 2), dtype=np.uint8),
+      'state': {'position': rng.standard_normal((num_steps, 2)).astype(
+                    np.float32),
+                'velocity': rng.standard_normal(num_steps)},  # float64
+  }
+  return episode
+
+
+def observe_all(trajectories, observers) -> None:
+  """Calls each TF-Agents observer per trajectory, then flushes and closes."""
+  for entry in trajectories:
+    for observer in observers:
+      observer(entry)
+  for observer in observers:
+    observer.flush()
+    observer.close()
+
+
+def test_nested_observations_match_tf_agents_observers(make_server):
+  """Nested observations, per step, written as TF-Agents' observers would.
+
+  TF-Agents' own converter cannot be the reference here: its `_pair_to_tuple`
+  gives dict-valued fields the whole step pair, so each observation leaf of its
+  trajectories has an extra leading axis of 2 (against its own spec). So the
+  observers are fed our trajectories, checked first against the episodes.
+  """
+  lengths = [1, 4, 2, 6]
+  episodes = [nested_episode(n, seed=i, terminal=i % 2 == 0)
+              for i, n in enumerate(lengths)]
+  data = rlds_data.as_rlds(episodes)
+  signature = signature_of(data)
+  trajectories = list(rlds_reverb.convert_rlds_to_trajectories(data))
+  steps_observation = tree.map_structure(
+      lambda *leaves: np.concatenate(leaves),
+      *[episode['observation'] for episode in episodes])
+  assert len(trajectories) == sum(lengths)
+  for i, entry in enumerate(trajectories):
+    tree.map_structure(
+        lambda got, steps, i=i: np.testing.assert_array_equal(got, steps[i]),
+        tree.map_structure(np.asarray, entry.observation), steps_observation)
+
+  tables = ('tfa_seq', 'ours_seq', 'tfa_episode', 'ours_episode')
+  server = make_server([reverb_tables.fifo_table(name, signature)
+                        for name in tables])
+  client = client_of(server)
+  observe_all(trajectories, [
+      trajectory_observer(client, 'tfa_seq', 3, 1, 1.0, EOE.PAD),
+      episode_observer(client, 'tfa_episode', 8, False)])
+  assert ours_push(data, trajectory_observer(
+      client, 'ours_seq', 3, 1, 1.0, EOE.PAD)) == sum(lengths)
+  assert ours_push(data, episode_observer(
+      client, 'ours_episode', 8, False)) == sum(lengths)
+  for kind, num_items in (('seq', 1 + 2 + 1 + 4), ('episode', 4)):
+    expected = take_all(server, f'tfa_{kind}')
+    got = take_all(server, f'ours_{kind}')
+    assert len(expected) == num_items
+    assert same_items(expected, got)
+    observation = got[0][1].observation
+    assert observation['pixels'].dtype == np.uint8
+    assert observation['pixels'].shape[1:] == (2, 2)
+    assert observation['state']['velocity'].dtype == np.float64
+
+
+# --- 2. push: the first-class API. -------------------------------------------
+
+@pytest.mark.parametrize('end_of_episode', MODES, ids=lambda m: m.name)
+@pytest.mark.parametrize('connect_with', ['address', 'client'])
+def test_push_matches_observer_and_counts(make_server, end_of_episode,
+                                          connect_with):
+  lengths = [2, 1, 7, 3, 5]
+  data = rlds_data.as_rlds(episodes_of(lengths, seed=21))
+  signature = signature_of(data)
+  server = make_server([reverb_tables.fifo_table(name, signature)
+                        for name in ('a1', 'a2', 'b1', 'b2')])
+  client = client_of(server)
+  tfa_push(data, [trajectory_observer(client, ['a1', 'a2'], 3, 2, 1.5,
+                                      end_of_episode)])
+  target = (reverb_tables.address(server) if connect_with == 'address'
+            else client)
+  result = rlds_reverb.push(data, target, ['b1', 'b2'], sequence_length=3,
+                            stride_length=2, priority=1.5,
+                            end_of_episode=end_of_episode, timeout=10)
+  expected = {name: take_all(server, name) for name in ('a1', 'a2')}
+  assert expected['a1']
+  assert (result.episodes, result.trajectories, result.items,
+          result.skipped_episodes) == (
+              len(lengths), sum(lengths),
+              len(expected['a1']) + len(expected['a2']), 0)
+  assert same_items(expected['a1'], take_all(server, 'b1'))
+  assert same_items(expected['a2'], take_all(server, 'b2'))
+
+
+def test_push_one_table_by_name(make_server):
+  data = rlds_data.as_rlds(episodes_of([4, 2], seed=5))
+  server = make_server([reverb_tables.fifo_table('t', signature_of(data))])
+  result = rlds_reverb.push(data, reverb_tables.address(server), 't')
+  assert (result.episodes, result.trajectories, result.items) == (2, 6, 4)
+  assert len(take_all(server, 't')) == 4
+
+
+# --- 3. Any other observer is called once per trajectory. --------------------
+
+def test_plain_callable_observer_gets_each_trajectory():
+  lengths = [3, 1, 4]
+  data = rlds_data.as_rlds(episodes_of(lengths, seed=8))
+  received = []
+
+  def observer(trajectory):
+    received.append(tree.map_structure(np.asarray, trajectory))
+
+  count = rlds_reverb.push_rlds_to_reverb(data, observer)
+  expected = [tree.map_structure(np.asarray, t)
+              for t in tfa_rlds.convert_rlds_to_trajectories(data)]
+  assert count == len(received) == len(expected) == sum(lengths)
+  for got, want in zip(received, expected):
+    tree.assert_same_structure(got, want)
+    for got_leaf, want_leaf in zip(tree.flatten(got), tree.flatten(want)):
+      assert got_leaf.dtype == want_leaf.dtype
+      np.testing.assert_array_equal(got_leaf, want_leaf)
+
+
+# --- 4. Table signatures. ----------------------------------------------------
+
+def with_int32_action(episode):
+  return {**episode, 'action': episode['action'].astype(np.int32)}
+
+
+SIGNATURE_CASES = {
+    # name: (table's episode maker, differing field)
+    'observation_shape': (
+        lambda: rlds_data.flat_episode(3, 0, observation_size=4),
+        'observation'),
+    'action_dtype': (lambda: with_int32_action(rlds_data.flat_episode(3, 0)),
+                     'action'),
+}
+
+
+@pytest.mark.parametrize('make_table_episode, field',
+                         SIGNATURE_CASES.values(), ids=SIGNATURE_CASES.keys())
+@pytest.mark.parametrize('api', ['push', 'push_rlds_to_reverb'])
+def test_signature_mismatch_writes_nothing(make_server, make_table_episode,
+                                           field, api):
+  data = rlds_data.as_rlds(episodes_of([3, 4], seed=1))
+  table_data = rlds_data.as_rlds([make_table_episode()])
+  server = make_server(
+      [reverb_tables.fifo_table('signed', signature_of(table_data))])
+  client = client_of(server)
+  with pytest.raises(rlds_reverb.SignatureMismatchError) as error:
+    if api == 'push':
+      rlds_reverb.push(data, reverb_tables.address(server), 'signed')
+    else:
+      rlds_reverb.push_rlds_to_reverb(
+          data, trajectory_observer(client, 'signed', 2, 1, 1, EOE.DROP))
+  assert isinstance(error.value, ValueError)
+  assert str(error.value) == SIGNATURE_MISMATCH
+  notes = error.value.__notes__
+  assert len(notes) == 1
+  assert notes[0].startswith(f"table 'signed': {field}: table has ")
+  assert reverb_tables.table_size(client, 'signed') == 0
+  # TF-Agents rejects the same data with the same text.
+  with pytest.raises(ValueError, match=SIGNATURE_MISMATCH):
+    tfa_rlds.push_rlds_to_reverb(
+        data, trajectory_observer(client, 'signed', 2, 1, 1, EOE.DROP))
+
+
+@pytest.mark.parametrize('api', ['push', 'push_rlds_to_reverb'])
+def test_unsigned_table_accepts_data(make_server, api):
+  data = rlds_data.as_rlds(episodes_of([1, 5, 3], seed=4))
+  server = make_server([reverb_tables.fifo_table('tfa', signature_of(data)),
+                        reverb_tables.fifo_table('unsigned')])
+  client = client_of(server)
+  tfa_push(data, [trajectory_observer(client, 'tfa', 2, 1, 2.0, EOE.PAD)])
+  if api == 'push':
+    result = rlds_reverb.push(data, reverb_tables.address(server), 'unsigned',
+                              sequence_length=2, priority=2.0,
+                              end_of_episode=EOE.PAD)
+    assert result.items == 7
+  else:
+    assert ours_push(data, trajectory_observer(
+        client, 'unsigned', 2, 1, 2.0, EOE.PAD)) == 9
+  expected = take_all(server, 'tfa')
+  assert len(expected) == 7
+  assert same_items(expected, take_all_flat(server, 'unsigned'))
+
+
+# --- 5. Everything confirmed on return (no pile of pending items). -----------
+
+def expected_pairs(episodes, priority: float) -> List[tuple]:
+  """The 2-step DROP items of well-formed episodes, built in numpy."""
+  items = []
+  for episode in episodes:
+    n = len(episode['reward'])
+    step_type = np.full(n, 1, np.int32)
+    step_type[0], step_type[-1] = 0, 2
+    next_step_type = np.append(step_type[1:], np.int32(0))
+    discount = episode['discount'].astype(np.float32).copy()
+    if episode['is_terminal'][-1]:
+      discount[-1] = 0.0
+    columns = (step_type, episode['observation'], episode['action'],
+               next_step_type, episode['reward'], discount)
+    for end in range(2, n + 1):
+      items.append((priority, [c[end - 2:end] for c in columns]))
+  return items
+
+
+def test_long_push_is_confirmed_on_return(make_server):
+  episodes = episodes_of([400, 400, 400], seed=9)
+  data = rlds_data.as_rlds(episodes)
+  server = make_server([reverb_tables.fifo_table('t', signature_of(data))])
+  client = client_of(server)
+  result = rlds_reverb.push(data, client, 't', sequence_length=2, priority=0.5)
+  assert reverb_tables.table_size(client, 't') == 3 * 399
+  assert (result.episodes, result.trajectories, result.items) == (
+      3, 1200, 3 * 399)
+  assert same_items(expected_pairs(episodes, 0.5), take_all(server, 't'))
+
+
+# --- 6. Never hang: timeouts and unreachable servers. ------------------------
+
+# A push into a table whose rate limiter blocks inserts, run in a child
+# process: after the error, the push's abandoned writer is garbage-collected
+# and the server stopped, under a watchdog, so that a hang there cannot hang
+# this test run. The child prints a JSON report, then 'released', 'stopped'.
+BLOCKED_PUSH_SCRIPT = r"""
+import faulthandler, gc, json, os, sys, time
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+import reverb
+import rlds_reverb
+from tests import rlds_data, reverb_tables
+
+tables = {
+    'sample_to_insert_ratio': lambda: reverb.Table(
+        name='blocked', sampler=reverb.selectors.Fifo(),
+        remover=reverb.selectors.Fifo(), max_size=1000,
+        rate_limiter=reverb.rate_limiters.SampleToInsertRatio(
+            samples_per_insert=1.0, min_size_to_sample=1, error_buffer=1.0)),
+    'full_queue': lambda: reverb.Table.queue('blocked', max_size=5),
+}
+server = reverb_tables.start_server([tables[sys.argv[1]]()])
+address = reverb_tables.address(server)
+data = rlds_data.as_rlds(
+    [rlds_data.flat_episode(20, seed=seed) for seed in range(3)])
+report = {'address': address, 'raised': None}
+kept_error = None
+start = time.monotonic()
+try:
+  rlds_reverb.push(data, address, 'blocked', sequence_length=2, timeout=2)
+except Exception as error:  # pylint: disable=broad-except
+  report.update(raised=type(error).__name__, message=str(error),
+                is_timeout_error=isinstance(error, TimeoutError),
+                cause=type(error.__cause__).__name__)
+  kept_error = error  # Leaving `except` releases the error: kept for later.
+report['seconds'] = time.monotonic() - start
+print(json.dumps(report), flush=True)
+faulthandler.dump_traceback_later(%(watchdog_s)d, exit=True)
+del kept_error  # With it, the push's writer and its unconfirmed items.
+gc.collect()
+print('released', flush=True)
+server.stop()
+print('stopped', flush=True)
+""" % {'watchdog_s': 20}
+
+BLOCKING_TABLES = ('sample_to_insert_ratio', 'full_queue')
+
+
+@pytest.fixture(scope='module')
+def blocked_push():
+  """kind -> (report, lines after it, stderr) of the child; both run at once."""
+  root = pathlib.Path(__file__).resolve().parents[1]
+  children = {kind: subprocess.Popen(
+      [sys.executable, '-c', BLOCKED_PUSH_SCRIPT, kind], cwd=root,
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+              for kind in BLOCKING_TABLES}
+  results = {}
+
+  def result(kind):
+    if kind not in results:
+      child = children[kind]
+      try:
+        out, err = child.communicate(timeout=2 * HANG_GUARD_S)
+      except subprocess.TimeoutExpired:
+        child.kill()
+        out, err = child.communicate()
+      lines = out.splitlines()
+      assert lines, f'the child wrote no report; its stderr:\n{err[-3000:]}'
+      results[kind] = (json.loads(lines[0]), lines[1:], err)
+    return results[kind]
+
+  yield result
+  for child in children.values():
+    if child.poll() is None:
+      child.kill()
+      child.wait()
+
+
+@pytest.mark.parametrize('kind', BLOCKING_TABLES)
+def test_blocking_rate_limiter_times_out(blocked_push, kind):
+  report, _, _ = blocked_push(kind)
+  assert report['raised'] == 'ReverbTimeoutError'
+  assert report['seconds'] < HANG_GUARD_S
+  assert "'blocked'" in report['message']
+  assert report['address'] in report['message']
+  assert 'Confirmed' in report['message']
+  assert report['is_timeout_error']
+  assert report['cause'] == 'DeadlineExceededError'
+
+
+@pytest.mark.parametrize('kind', BLOCKING_TABLES)
+def test_writer_left_by_timeout_does_not_hang(blocked_push, kind):
+  """Releasing a ReverbTimeoutError (leaving `except`) and stopping return."""
+  _, after, stderr = blocked_push(kind)
+  assert after == ['released', 'stopped'], (
+      f'after the timeout, releasing the error or stopping the server did not '
+      f'return within '
+      f'20 s; the child\'s stack:\n{stderr[-3000:]}')
+
+
+def test_stopped_server_is_unavailable(make_server):
+  data = rlds_data.as_rlds(episodes_of([3], seed=2))
+  server = make_server([reverb_tables.fifo_table('t')])
+  address = reverb_tables.address(server)
+  server.stop()
+  start = time.monotonic()
+  with pytest.raises(rlds_reverb.ServerUnavailableError) as error:
+    rlds_reverb.push(data, address, 't', timeout=2)
+  assert time.monotonic() - start < HANG_GUARD_S
+  assert address in str(error.value)
+  assert isinstance(error.value, ConnectionError)
+
+
+@pytest.mark.parametrize('api', ['push', 'push_rlds_to_reverb'])
+def test_missing_table(make_server, api):
+  data = rlds_data.as_rlds(episodes_of([3], seed=2))
+  server = make_server([reverb_tables.fifo_table(name, signature_of(data))
+                        for name in ('b', 'a')])
+  client = client_of(server)
+  with pytest.raises(rlds_reverb.TableNotFoundError) as error:
+    if api == 'push':
+      rlds_reverb.push(data, reverb_tables.address(server), ['a', 'missing'])
+    else:
+      rlds_reverb.push_rlds_to_reverb(data, trajectory_observer(
+          client, ['a', 'missing'], 2, 1, 1, EOE.DROP))
+  assert str(error.value) == (
+      f"Reverb server at {client.server_address} has no table 'missing'; its "
+      f"tables are ['a', 'b'].")
+  assert reverb_tables.table_size(client, 'a') == 0
+
+
+# --- 7. Malformed data: what was written is confirmed and said. --------------
+
+@pytest.mark.parametrize('api', ['push', 'push_rlds_to_reverb'])
+def test_malformed_episode_keeps_confirmed_prefix(make_server, api):
+  episodes = episodes_of([4, 3, 5, 2], seed=6)
+  episodes[2]['is_terminal'][1] = True  # Terminal, but not last.
+  data = rlds_data.as_rlds(episodes)
+  signature = signature_of(data)
+  server = make_server([reverb_tables.fifo_table(name, signature)
+                        for name in ('tfa', 'ours')])
+  client = client_of(server)
+  tfa_push(rlds_data.as_rlds(episodes[:2]),
+           [trajectory_observer(client, 'tfa', 2, 1, 1, EOE.DROP)])
+  with pytest.raises(tf.errors.InvalidArgumentError) as error:
+    if api == 'push':
+      rlds_reverb.push(data, client, 'ours', sequence_length=2)
+    else:
+      rlds_reverb.push_rlds_to_reverb(data, trajectory_observer(
+          client, 'ours', 2, 1, 1, EOE.DROP))
+  message = str(error.value)
+  assert 'Terminal step must be the last step of an episode.' in message
+  assert '(episode 2, step 1)' in message
+  assert error.value.__notes__ == [
+      f'Before this error, 2 episodes (5 items) were written to table(s) ours '
+      f'at {client.server_address} and confirmed.']
+  expected = take_all(server, 'tfa')
+  assert len(expected) == 5
+  assert same_items(expected, take_all(server, 'ours'))
