@@ -28,3 +28,15 @@ class ServerUnavailableError(RldsReverbError, ConnectionError):
 
 class TableNotFoundError(RldsReverbError, ValueError):
   """The Reverb server has no table of that name."""
+
+
+class SourceError(RldsReverbError, ValueError):
+  """The RLDS data cannot be opened: not a TFDS directory, bad split, ..."""
+
+
+class DatasetNotPreparedError(RldsReverbError, FileNotFoundError):
+  """A TFDS catalog dataset has no prepared files in the data dir.
+
+  We never download: preparing needs internet and can take hours, so the user
+  prepares it elsewhere and copies it in.
+  """

@@ -1,0 +1,252 @@
+"""Opens RLDS data as a `tf.data.Dataset` of episodes, never downloading.
+
+    'bundled:cartpole'             -> CartPole-v1 episodes in the package
+    '/data/name/1.0.0'             -> a TFDS directory (has dataset_info.json)
+    '/data/name'                   -> ... or its single version subdirectory
+    ['/data/a', '/data/b']         -> the episodes of a, then those of b
+    'name/config:1.2.0' + data_dir -> a TFDS catalog dataset prepared there
+
+Any of them takes a TFDS split, sliced or not ('train', 'train[:10%]').
+Catalog datasets must already be prepared: preparing one needs internet and
+can take hours, which a loader should not start behind the user's back.
+"""
+
+import functools
+import importlib.resources
+import json
+import os
+from typing import List, Optional, Sequence, Union
+
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+from rlds_reverb import errors
+from rlds_reverb.specs import paths
+
+BUNDLED = 'bundled:cartpole'
+
+_INFO_FILE = 'dataset_info.json'
+# Prefixes that make a string a path even when nothing is there, so a typo in
+# a path is reported as a missing directory, not as an unknown catalog name.
+_PATH_PREFIXES = ('/', './', '../', '~')
+
+def load(dataset: Union[str, Sequence[str]], split: str = 'train',
+         data_dir: Optional[str] = None) -> tf.data.Dataset:
+  """The episodes of `dataset`'s `split`; several datasets are concatenated.
+
+  Args:
+    dataset: `BUNDLED`, a TFDS directory (the version directory or its parent),
+      a TFDS catalog name ('name/config:version'), or a sequence of these.
+    split: a TFDS split, optionally sliced: 'train', 'train[:10%]', 'test[5:]'.
+    data_dir: where catalog datasets are prepared (TFDS' default if None);
+      ignored for directories.
+
+  Returns:
+    A dataset of RLDS episodes, `{'steps': Dataset[step], **metadata}`, in
+    TFDS' deterministic read order (files not shuffled), source after source.
+
+  Raises:
+    DatasetNotPreparedError: a catalog dataset is not prepared in the data dir.
+    SourceError: no dataset given, not a TFDS directory, unreadable dataset
+      info, unknown catalog name, unknown split, or datasets whose episode
+      specs cannot be concatenated.
+  """
+  sources = _as_sources(dataset)
+  datasets = [_load_one(source, split, data_dir) for source in sources]
+  return functools.reduce(
+      _concatenate, zip(sources[1:], datasets[1:]), datasets[0])
+
+
+def bundled_dataset_dir() -> str:
+  """The bundled CartPole TFDS directory, wherever the package is installed."""
+  return str(importlib.resources.files('rlds_reverb') / 'data' / 'cartpole')
+
+
+def describe(dataset: Union[str, Sequence[str]],
+             data_dir: Optional[str] = None) -> str:
+  """A short human name for `dataset`, for logs and CLI output; never raises."""
+  try:
+    sources = _as_sources(dataset)
+  except errors.SourceError:
+    return repr(dataset)
+  return ' + '.join(_describe_one(source, data_dir) for source in sources)
+
+
+def _as_sources(dataset) -> List[str]:
+  """One string per dataset; a single string is one dataset, not characters."""
+  if isinstance(dataset, (str, os.PathLike)):
+    sources = [dataset]
+  else:
+    sources = list(dataset)
+  if not sources:
+    raise errors.SourceError(
+        f'No dataset given: pass a TFDS directory, a TFDS catalog name or '
+        f"'{BUNDLED}'.")
+  for source in sources:
+    if not isinstance(source, (str, os.PathLike)):
+      raise errors.SourceError(
+          f'Dataset {source!r} is a {type(source).__name__}; expected a '
+          f'directory or a TFDS catalog name (str).')
+  return [os.fspath(source) for source in sources]
+
+
+def _load_one(source: str, split: str,
+              data_dir: Optional[str]) -> tf.data.Dataset:
+  builder, where = _builder(source, data_dir)
+  return _as_dataset(builder, split, where)
+
+
+def _builder(source: str, data_dir: Optional[str]):
+  """The TFDS builder of one source, and where it is, for messages."""
+  if source == BUNDLED:
+    return _bundled_builder()
+  if source.startswith('bundled:'):
+    raise errors.SourceError(
+        f"Unknown bundled dataset '{source}'; the package bundles "
+        f"'{BUNDLED}' only.")
+  path = os.path.expanduser(source)
+  if os.path.isdir(path):
+    return _directory_builder(path)
+  if os.path.exists(path):
+    raise errors.SourceError(
+        f'{path} is a file, not a TFDS dataset directory.')
+  if source.startswith(_PATH_PREFIXES):
+    raise errors.SourceError(f'{path}: no such directory.')
+  return _catalog_builder(source, data_dir)
+
+
+def _bundled_builder():
+  path = bundled_dataset_dir()
+  if not os.path.isfile(os.path.join(path, _INFO_FILE)):
+    raise errors.SourceError(
+        f'The bundled dataset is missing from {path}: the package was '
+        f'installed without its data files; reinstall rlds_reverb.')
+  return _directory_builder(path)
+
+
+def _directory_builder(path: str):
+  version_dir = _version_dir(path)
+  try:
+    builder = tfds.builder_from_directory(version_dir)
+  except Exception as e:  # TFDS raises json, protobuf, OS and key errors.
+    raise errors.SourceError(
+        f'{version_dir}: cannot read the TFDS dataset info '
+        f'({_first_line(e)}).') from e
+  return builder, version_dir
+
+
+def _version_dir(path: str) -> str:
+  """`path` if it holds dataset_info.json, else its one subdir that does."""
+  if os.path.isfile(os.path.join(path, _INFO_FILE)):
+    return path
+  versions = [name for name in sorted(os.listdir(path))
+              if os.path.isfile(os.path.join(path, name, _INFO_FILE))]
+  if not versions:
+    raise errors.SourceError(
+        f'{path} is not a TFDS dataset directory: no {_INFO_FILE} in it or in '
+        f'a version subdirectory.')
+  if len(versions) > 1:
+    raise errors.SourceError(
+        f'{path} holds several dataset versions ({", ".join(versions)}); '
+        f'pass the directory of one.')
+  return os.path.join(path, versions[0])
+
+
+def _catalog_builder(name: str, data_dir: Optional[str]):
+  """A prepared catalog dataset's builder; TFDS would otherwise download."""
+  try:
+    builder = tfds.builder(name, data_dir=data_dir)
+  except tfds.core.registered.DatasetNotFoundError as e:
+    raise errors.SourceError(
+        f"'{name}' is neither an existing directory nor a TFDS catalog "
+        f'dataset.') from e
+  except Exception as e:  # Bad config or version: AssertionError, ValueError.
+    raise errors.SourceError(
+        f"Cannot open TFDS catalog dataset '{name}': {_first_line(e)}") from e
+  root = os.fspath(builder.data_dir_root)
+  if not builder.is_prepared():
+    top = os.path.relpath(builder.data_dir, root).split(os.sep)[0]
+    raise errors.DatasetNotPreparedError(
+        f"TFDS dataset '{name}' is not prepared in data dir {root} (no "
+        f'{builder.data_dir}) and rlds-reverb never downloads: on a machine '
+        f'with internet run `tfds build {name} --data_dir DIR`, then copy '
+        f'DIR/{top} into {root}.')
+  return builder, f"'{name}' in {root}"
+
+
+def _as_dataset(builder, split: str, where: str) -> tf.data.Dataset:
+  try:
+    return builder.as_dataset(split=split, shuffle_files=False)
+  except (ValueError, KeyError, AssertionError) as e:
+    available = ', '.join(sorted(builder.info.splits)) or 'none'
+    raise errors.SourceError(
+        f"Bad split '{split}' for {where}; available splits: {available} "
+        f'({_first_line(e)})') from e
+
+
+def _concatenate(dataset: tf.data.Dataset, source_and_next) -> tf.data.Dataset:
+  """Appends one source; specs must match exactly, not just be compatible.
+
+  tf.data would relax float32[3] and float32[5] to float32[None], which no
+  Reverb table signature can hold.
+  """
+  source, next_dataset = source_and_next
+  differences = _spec_differences(dataset.element_spec,
+                                  next_dataset.element_spec)
+  if differences:
+    raise errors.SourceError(
+        f'Cannot concatenate {source}: its episode spec differs from the '
+        f'datasets before it at {"; ".join(differences)}.')
+  return dataset.concatenate(next_dataset)
+
+
+def _spec_differences(before, after) -> List[str]:
+  """'path (spec before vs spec after)' for each field that differs."""
+  before, after = _flat_spec(before), _flat_spec(after)
+  return [f'{path} ({_spec_text(before.get(path))} vs '
+          f'{_spec_text(after.get(path))})'
+          for path in sorted(set(before) | set(after))
+          if before.get(path) != after.get(path)]
+
+
+def _flat_spec(spec, prefix: str = '') -> dict:
+  """Field path -> TensorSpec, looking inside nested datasets (`steps`)."""
+  flat = {}
+  for path, leaf in paths.flatten_with_paths(spec, prefix):
+    if isinstance(leaf, tf.data.DatasetSpec):
+      flat.update(_flat_spec(leaf.element_spec, path))
+    else:
+      flat[path] = leaf
+  return flat
+
+
+def _spec_text(spec) -> str:
+  if spec is None:
+    return 'missing'
+  if isinstance(spec, tf.TensorSpec) and spec.shape.rank is not None:
+    return f'{spec.dtype.name}{spec.shape.as_list()}'
+  return repr(spec)
+
+
+def _describe_one(source: str, data_dir: Optional[str]) -> str:
+  if source == BUNDLED:
+    return f'{BUNDLED} (CartPole-v1, {bundled_dataset_dir()})'
+  path = os.path.expanduser(source)
+  if os.path.isdir(path):
+    return _describe_directory(path)
+  return f"TFDS '{source}' in {data_dir or 'the default data dir'}"
+
+
+def _describe_directory(path: str) -> str:
+  try:
+    with open(os.path.join(_version_dir(path), _INFO_FILE)) as f:
+      info = json.load(f)
+    return f'{info["name"]}:{info["version"]} ({path})'
+  except (errors.SourceError, OSError, ValueError, KeyError):
+    return path
+
+
+def _first_line(error: BaseException) -> str:
+  """TFDS errors run to many lines (all catalog names); keep the first."""
+  lines = str(error).strip().splitlines()
+  return lines[0] if lines else type(error).__name__
