@@ -1,0 +1,81 @@
+"""The `rlds-reverb` command: demo, serve, push, validate, inspect.
+
+    rlds-reverb [--debug] COMMAND [options]     (also: python -m rlds_reverb)
+
+One module per command, each with `add_parser(subparsers, common)` and
+`run(args) -> exit code`. Every failure is one line on stderr,
+'rlds-reverb: error: ...', with a non-zero exit; `--debug` adds the traceback.
+"""
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+from rlds_reverb.cli import quiet
+
+quiet.silence()  # Before anything imports TensorFlow or gym.
+
+import argparse
+import importlib
+import sys
+import traceback
+from typing import List, Optional
+
+from rlds_reverb.cli import output
+
+COMMANDS = ('demo', 'serve', 'push', 'validate', 'inspect')
+
+_EPILOG = """\
+examples:
+  rlds-reverb demo
+  rlds-reverb validate --dataset ~/tensorflow_datasets/my_rlds/1.0.0
+  rlds-reverb serve --dataset DIR --table replay --port 8000
+  rlds-reverb push --dataset DIR --server localhost:8000 --table replay
+  rlds-reverb inspect --dataset DIR --plot episodes.png
+
+'rlds-reverb COMMAND --help' shows each command's options and examples.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+  parser = argparse.ArgumentParser(
+      prog=output.PROG,
+      description='RLDS datasets into Reverb tables as TF-Agents trajectories.',
+      epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument('--debug', action='store_true',
+                      help=('show tracebacks of failures, and native (TensorFlow, Reverb) '
+                            'logs'))
+  # Also accepted after the command; SUPPRESS keeps it from resetting the flag.
+  common = argparse.ArgumentParser(add_help=False)
+  common.add_argument('--debug', action='store_true', default=argparse.SUPPRESS,
+                      help='show tracebacks of failures')
+  subparsers = parser.add_subparsers(dest='command', metavar='COMMAND',
+                                     required=True)
+  for name in COMMANDS:
+    importlib.import_module(f'rlds_reverb.cli.{name}').add_parser(
+        subparsers, common)
+  return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+  """Runs one command; returns its exit code (argparse exits 2 on bad usage)."""
+  args = build_parser().parse_args(argv)
+  if not args.debug:
+    quiet.quiet_absl()
+  try:
+    with quiet.native_stderr_silenced(enabled=not args.debug):
+      return args.run(args)
+  except output.CliError as e:
+    return _fail(args, str(e), e.exit_code)
+  except KeyboardInterrupt:
+    return _fail(args, 'interrupted', output.EXIT_INTERRUPTED)
+  except Exception as e:  # pylint: disable=broad-except
+    return _fail(args, output.error_line(e), output.EXIT_FAILURE)
+
+
+def _fail(args: argparse.Namespace, message: str, exit_code: int) -> int:
+  if args.debug:
+    traceback.print_exc()
+  output.print_error(message)
+  return exit_code
+
+
+if __name__ == '__main__':
+  sys.exit(main())

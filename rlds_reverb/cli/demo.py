@@ -1,0 +1,114 @@
+"""`rlds-reverb demo`: the whole path on the bundled dataset, in one process.
+
+    bundled CartPole RLDS -> validate -> spec -> in-process Reverb table
+      -> push (sequence_length 2) -> sample a batch through TF-Agents'
+      ReverbReplayBuffer -> summary
+
+No downloads and no server to start: the README's first command.
+"""
+
+import argparse
+import time
+
+from rlds_reverb.cli import options
+from rlds_reverb.cli import output
+
+TABLE = 'demo'
+SEQUENCE_LENGTH = 2
+
+_EPILOG = """\
+examples:
+  rlds-reverb demo
+  rlds-reverb demo --batch-size 8
+  rlds-reverb demo --dataset ~/tensorflow_datasets/my_rlds/1.0.0
+"""
+
+
+def add_parser(subparsers, common) -> None:
+  parser = subparsers.add_parser(
+      'demo', parents=[common], epilog=_EPILOG,
+      formatter_class=argparse.RawDescriptionHelpFormatter,
+      help='push the bundled dataset into an in-process server and sample it',
+      description=('Validates an RLDS dataset (the bundled CartPole one by '
+                   'default), pushes it into a Reverb table of an in-process '
+                   "server and samples a batch back through TF-Agents' "
+                   'ReverbReplayBuffer.'))
+  options.add_arguments(parser, required=False)
+  parser.add_argument('--batch-size', type=options.positive_int, default=4,
+                      help='items in the sampled batch (default: %(default)s)')
+  parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+  import reverb  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  import rlds_reverb  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb import sources  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb import specs  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb import validation  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+
+  if args.dataset is None:
+    args.dataset = [sources.BUNDLED]
+  rlds_data = options.load(args)
+  _, spec = options.step_and_trajectory_spec(rlds_data)
+  report = validation.validate(rlds_data)
+  if report.problems:
+    first = report.problems[0]
+    raise output.CliError(
+        f'{len(report.problems)} problem(s) in the dataset; the first: '
+        f'{first.message} (episode {first.episode}, step {first.step}). '
+        "Run 'rlds-reverb validate' for all of them.")
+  print(f"dataset   {' '.join(args.dataset)} (split {args.split}): "
+        f'{report.episodes} episodes, {report.steps} steps, valid')
+  print(f'spec      {output.spec_text(spec)}')
+
+  server = reverb.Server([_table(reverb, specs.table_signature(spec),
+                                 max_size=max(report.steps, 1))])
+  try:
+    address = f'localhost:{server.port}'
+    print(f"server    in-process Reverb at {address}, table '{TABLE}' "
+          'signed with the trajectory spec')
+    result = rlds_reverb.push(rlds_data, address, TABLE,
+                              sequence_length=SEQUENCE_LENGTH)
+    rate = result.trajectories / max(result.seconds, 1e-9)
+    print(f'pushed    {result.episodes} episodes, {result.trajectories} steps, '
+          f'{result.items} items of {SEQUENCE_LENGTH} steps in '
+          f'{result.seconds:.2f} s ({rate:,.0f} steps/s)')
+    started = time.perf_counter()
+    batch = _sample_batch(spec, server, args.batch_size)
+    print(f'sampled   a batch in {time.perf_counter() - started:.2f} s: '
+          f'{_shapes_text(batch)}')
+  finally:
+    server.stop()
+  return output.EXIT_OK
+
+
+def _table(reverb, signature, max_size: int):
+  return reverb.Table(
+      name=TABLE, sampler=reverb.selectors.Uniform(),
+      remover=reverb.selectors.Fifo(), max_size=max_size,
+      rate_limiter=reverb.rate_limiters.MinSize(1), signature=signature)
+
+
+def _sample_batch(spec, server, batch_size: int):
+  """One batch through TF-Agents' replay buffer, as a TF-Agents user would."""
+  from tf_agents.replay_buffers import reverb_replay_buffer  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  replay = reverb_replay_buffer.ReverbReplayBuffer(
+      spec, TABLE, sequence_length=SEQUENCE_LENGTH, local_server=server)
+  dataset = replay.as_dataset(sample_batch_size=batch_size,
+                              num_steps=SEQUENCE_LENGTH)
+  trajectories, _ = next(iter(dataset))
+  return trajectories
+
+
+def _shapes_text(trajectories) -> str:
+  parts = []
+  for name, value in trajectories._asdict().items():
+    for path, leaf in _leaves(name, value):
+      parts.append(f'{path} {tuple(leaf.shape)}')
+  return ', '.join(parts)
+
+
+def _leaves(name, value):
+  from rlds_reverb.specs import paths  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  return paths.flatten_with_paths(value, name)
+

@@ -1,0 +1,103 @@
+"""`rlds-reverb inspect`: what a dataset holds, before deciding on a table.
+
+Step spec, trajectory spec, episode count, and min/mean/median/max of episode
+lengths and returns; `--plot` draws their histograms (needs matplotlib, the
+'plot' extra, imported only then).
+"""
+
+import argparse
+
+from rlds_reverb.cli import options
+from rlds_reverb.cli import output
+
+_EPILOG = """\
+examples:
+  rlds-reverb inspect --dataset bundled:cartpole
+  rlds-reverb inspect --dataset DIR --json
+  rlds-reverb inspect --dataset DIR --plot episodes.png   (pip install rlds_reverb[plot])
+"""
+
+_PLOT_EXTRA = "--plot needs matplotlib: pip install 'rlds_reverb[plot]'"
+
+
+def add_parser(subparsers, common) -> None:
+  parser = subparsers.add_parser(
+      'inspect', parents=[common], epilog=_EPILOG,
+      formatter_class=argparse.RawDescriptionHelpFormatter,
+      help='show specs and episode length and return statistics',
+      description=('Shows the step and trajectory specs of an RLDS dataset '
+                   'and statistics of its episode lengths and returns.'))
+  options.add_arguments(parser)
+  parser.add_argument('--json', action='store_true',
+                      help='print one JSON object')
+  parser.add_argument('--plot', metavar='FILE.png', default=None,
+                      help='write histograms of episode lengths and returns')
+  parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+  from rlds_reverb import stats as stats_lib  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  pyplot = _pyplot() if args.plot else None  # Fail before reading anything.
+  rlds_data = options.load(args)
+  step_spec, trajectory_spec = options.step_and_trajectory_spec(rlds_data)
+  stats = stats_lib.episode_stats(rlds_data)
+  if args.json:
+    output.print_json({
+        'step_spec': output.spec_fields(step_spec),
+        'trajectory_spec': output.spec_fields(trajectory_spec),
+        'episodes': stats.episodes,
+        'steps': stats.steps,
+        'length': stats_lib.summary(stats.lengths),
+        'return': stats_lib.summary(stats.returns),
+    })
+  else:
+    _print_text(step_spec, trajectory_spec, stats, stats_lib)
+  if pyplot is not None:
+    _plot(pyplot, stats, args.plot)
+    if not args.json:
+      print(f'plot      {args.plot}')
+  return output.EXIT_OK
+
+
+def _print_text(step_spec, trajectory_spec, stats, stats_lib) -> None:
+  print(f'step spec        {output.spec_text(step_spec)}')
+  print(f'trajectory spec  {output.spec_text(trajectory_spec)}')
+  print(f'episodes         {stats.episodes} ({stats.steps} steps)')
+  print(f'length           {_summary_text(stats_lib.summary(stats.lengths))}')
+  print(f'return           {_summary_text(stats_lib.summary(stats.returns))}')
+
+
+def _summary_text(summary) -> str:
+  return '  '.join(f'{name} {_number(value)}' for name, value in summary.items())
+
+
+def _number(value) -> str:
+  if value is None:
+    return '-'
+  return f'{value:.4g}' if isinstance(value, float) else str(value)
+
+
+def _pyplot():
+  """matplotlib's pyplot on a file backend, or a one-line install hint."""
+  try:
+    import matplotlib  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  except ImportError as e:
+    raise output.CliError(_PLOT_EXTRA) from e
+  matplotlib.use('Agg')
+  from matplotlib import pyplot  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  return pyplot
+
+
+def _plot(pyplot, stats, path: str) -> None:
+  figure, (lengths, returns) = pyplot.subplots(1, 2, figsize=(10, 4))
+  lengths.hist(stats.lengths, bins='auto')
+  lengths.set(title='Episode length', xlabel='steps', ylabel='episodes')
+  returns.hist(stats.returns, bins='auto')
+  returns.set(title='Episode return', xlabel='return', ylabel='episodes')
+  figure.tight_layout()
+  try:
+    figure.savefig(path, format='png')
+  except OSError as e:
+    raise output.CliError(f'cannot write the plot to {path}: {e}') from e
+  finally:
+    pyplot.close(figure)

@@ -1,0 +1,54 @@
+"""Options the commands share: the dataset to read, positive counts."""
+
+import argparse
+
+from rlds_reverb.cli.output import CliError
+from rlds_reverb.cli.output import EXIT_USAGE
+from rlds_reverb.cli.output import error_line
+
+BUNDLED = 'bundled:cartpole'  # Equals rlds_reverb.sources.BUNDLED.
+
+
+def add_arguments(parser: argparse.ArgumentParser, required: bool = True,
+                  default=None) -> None:
+  parser.add_argument(
+      '--dataset', required=required, default=default, action='append',
+      metavar='SRC',
+      help=('a TFDS dataset directory, a TFDS catalog name, or '
+            f"'{BUNDLED}'; repeat to read several directories in order"))
+  parser.add_argument('--split', default='train',
+                      help='TFDS split to read (default: %(default)s)')
+  parser.add_argument('--data-dir', default=None, metavar='DIR',
+                      help='TFDS data_dir for catalog names')
+
+
+def load(args: argparse.Namespace):
+  """The RLDS dataset the options name; an unreadable one is a usage error."""
+  from rlds_reverb import sources  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.errors import RldsReverbError  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  dataset = args.dataset
+  if isinstance(dataset, list) and len(dataset) == 1:
+    dataset = dataset[0]
+  try:
+    return sources.load(dataset, split=args.split, data_dir=args.data_dir)
+  except (RldsReverbError, OSError, ValueError) as e:
+    raise CliError(error_line(e), EXIT_USAGE) from e
+
+
+def step_and_trajectory_spec(rlds_data):
+  """(step spec, trajectory spec); an unusable step spec is a usage error."""
+  from rlds_reverb import specs  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.errors import StepSpecError  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  try:
+    step_spec = specs.steps_spec(rlds_data)
+  except StepSpecError as e:
+    raise CliError(error_line(e), EXIT_USAGE) from e
+  return step_spec, specs.trajectory_spec(step_spec)
+
+
+def positive_int(text: str) -> int:
+  """argparse type: an int >= 1."""
+  value = int(text)
+  if value < 1:
+    raise argparse.ArgumentTypeError(f'must be >= 1, got {value}')
+  return value

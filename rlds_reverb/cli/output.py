@@ -1,0 +1,84 @@
+"""What the commands print: errors as one line, results as text or JSON."""
+
+import json
+import re
+import sys
+from typing import Any, Dict, List, Optional, Sequence
+
+PROG = 'rlds-reverb'
+
+# Exit codes shared by every command.
+EXIT_OK = 0
+EXIT_FAILURE = 1  # The command ran and failed (server, data, problems found).
+EXIT_USAGE = 2  # Bad arguments or input that cannot be read (argparse's too).
+EXIT_INTERRUPTED = 130
+
+# The text inside TF's "assertion failed: [...]" of a malformed episode.
+_ASSERT_TEXT = re.compile(r'assertion failed: \[(.*?)\]', re.S)
+_POSITION = re.compile(r'\(episode (\d+), step (\d+)\)')
+
+
+class CliError(Exception):
+  """A failure to report as one line, with the command's exit code."""
+
+  def __init__(self, message: str, exit_code: int = EXIT_FAILURE):
+    super().__init__(message)
+    self.exit_code = exit_code
+
+
+def error_line(error: BaseException) -> str:
+  """One line for `error`: its message and notes, TF's node dumps dropped."""
+  message = _op_error_text(error) or str(error) or type(error).__name__
+  parts = [message] + list(getattr(error, '__notes__', ()))
+  return ' '.join(' '.join(part.split()) for part in parts)
+
+
+def _op_error_text(error: BaseException) -> Optional[str]:
+  message = getattr(error, 'message', None)
+  if not isinstance(message, str):
+    return None
+  match = _ASSERT_TEXT.search(message)
+  if match:
+    return match.group(1)
+  return message.split('\n')[0]
+
+
+def remap_episode(message: str, original_indices: Sequence[int]) -> str:
+  """Rewrites '(episode E, step S)' of a filtered dataset to original indices."""
+  def replace(match):
+    episode = int(match.group(1))
+    if 0 <= episode < len(original_indices):
+      episode = original_indices[episode]
+    return f'(episode {episode}, step {match.group(2)})'
+  return _POSITION.sub(replace, message)
+
+
+def print_error(message: str) -> None:
+  print(f'{PROG}: error: {message}', file=sys.stderr, flush=True)
+
+
+def print_json(value: Any) -> None:
+  print(json.dumps(value, indent=None, sort_keys=False), flush=True)
+
+
+def note(message: str) -> None:
+  """A side remark for people: stderr, so stdout stays parseable."""
+  print(f'{PROG}: {message}', file=sys.stderr, flush=True)
+
+
+def spec_fields(structure: Any) -> List[Dict[str, Any]]:
+  """[{'field', 'dtype', 'shape'}] of every TensorSpec leaf, in nest order."""
+  from rlds_reverb.specs import paths  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  return [{'field': path or '<root>', 'dtype': spec.dtype.name,
+           'shape': spec.shape.as_list()}
+          for path, spec in paths.flatten_with_paths(structure)]
+
+
+def spec_text(structure: Any) -> str:
+  """'observation float32[4], action int64[]' for a nest of specs."""
+  return ', '.join(f"{f['field']} {f['dtype']}{_shape_text(f['shape'])}"
+                   for f in spec_fields(structure))
+
+
+def _shape_text(shape: Sequence[Optional[int]]) -> str:
+  return '[' + ','.join('?' if d is None else str(d) for d in shape) + ']'

@@ -1,0 +1,75 @@
+"""`rlds-reverb validate`: every problem of a dataset, before pushing it.
+
+Exit 0 when clean, 1 when problems were found, 2 when the dataset cannot be
+read or its step spec cannot be converted.
+"""
+
+import argparse
+
+from rlds_reverb.cli import options
+from rlds_reverb.cli import output
+
+_EPILOG = """\
+examples:
+  rlds-reverb validate --dataset ~/tensorflow_datasets/my_rlds/1.0.0
+  rlds-reverb validate --dataset DIR --json | jq '.problems[0]'
+
+Kinds: episode_not_first, terminal_not_last, mid_before_first,
+last_before_non_first (the converter's rules). Empty episodes and episodes
+flagged by an 'invalid'/'is_invalid' metadata field are listed, not counted as
+problems: push skips both.
+exit status: 0 clean, 1 problems found, 2 unreadable dataset or bad usage.
+"""
+
+# Problems listed in text output; --json lists them all.
+MAX_LISTED = 50
+
+
+def add_parser(subparsers, common) -> None:
+  parser = subparsers.add_parser(
+      'validate', parents=[common], epilog=_EPILOG,
+      formatter_class=argparse.RawDescriptionHelpFormatter,
+      help='read a whole dataset and report every malformed step',
+      description=('Reads a whole RLDS dataset and reports every step the '
+                   'converter would reject, with episode and step (0-based).'))
+  options.add_arguments(parser)
+  parser.add_argument('--json', action='store_true',
+                      help='print one JSON object: episodes, steps, problems')
+  parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+  from rlds_reverb import validation  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  rlds_data = options.load(args)
+  options.step_and_trajectory_spec(rlds_data)
+  report = validation.validate(rlds_data)
+  if args.json:
+    output.print_json(report.as_dict())
+  else:
+    _print_text(report)
+  return output.EXIT_FAILURE if report.problems else output.EXIT_OK
+
+
+def _print_text(report) -> None:
+  for problem in report.problems[:MAX_LISTED]:
+    print(f'episode {problem.episode}, step {problem.step}: {problem.kind}: '
+          f'{problem.message}')
+  if len(report.problems) > MAX_LISTED:
+    print(f'... and {len(report.problems) - MAX_LISTED} more (--json lists '
+          'all)')
+  if report.empty_episodes:
+    print(f'{len(report.empty_episodes)} empty episode(s), skipped when '
+          f'pushed: {_positions(report.empty_episodes)}')
+  if report.flagged_invalid:
+    print(f'{len(report.flagged_invalid)} episode(s) flagged invalid in '
+          f'metadata, skipped when pushed: '
+          f'{_positions(report.flagged_invalid)}')
+  verdict = (f'{len(report.problems)} problem(s) in '
+             f'{len(report.malformed_episodes)} episode(s)'
+             if report.problems else 'no problems')
+  print(f'{report.episodes} episodes, {report.steps} steps: {verdict}')
+
+
+def _positions(indices, limit: int = 10) -> str:
+  text = ', '.join(str(i) for i in indices[:limit])
+  return text + (', ...' if len(indices) > limit else '')

@@ -1,0 +1,192 @@
+"""Every problem of an RLDS dataset, with its position, in one read.
+
+Conversion stops at the first malformed episode; `validate` lists them all.
+It applies the converter's own rules (`step_types.classify`) to each whole
+episode's flags, so the two always agree:
+
+    episodes --enumerate--> (index, episode)
+             --map: steps' flags as [T] vectors, one episode per element-->
+             --classify with the pad step after the last step-->
+             (index, length, steps with a problem, their Problem, flagged)
+
+The step after an episode's last one is taken to be a first step, as the
+converter does: the next episode matters only through its own start rule
+(`episode_not_first`). Not problems, but reported:
+  * empty episodes (no steps): the converter skips them silently;
+  * episodes flagged in their metadata by a top-level bool field 'invalid' or
+    'is_invalid' next to 'steps': `rlds-reverb push` skips them.
+"""
+
+import dataclasses
+import functools
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from rlds_reverb.convert import episodes as episodes_lib
+from rlds_reverb.convert import step_types
+from rlds_reverb.specs import fields
+from rlds_reverb.specs import step_spec as step_spec_lib
+
+# Episode metadata fields that mark a whole episode as invalid, in order.
+INVALID_FLAG_FIELDS = ('invalid', 'is_invalid')
+
+
+@dataclasses.dataclass(frozen=True)
+class StepProblem:
+  """One malformed step; `kind` is a `step_types.Problem` name, lower-cased."""
+  episode: int
+  step: int
+  kind: str
+  message: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Report:
+  """What `validate` found; positions are 0-based."""
+  episodes: int
+  steps: int
+  problems: List[StepProblem]
+  empty_episodes: List[int]
+  flagged_invalid: List[int]
+
+  @property
+  def malformed_episodes(self) -> List[int]:
+    """Episodes with at least one problem, in order."""
+    return sorted({problem.episode for problem in self.problems})
+
+  def as_dict(self) -> Dict[str, Any]:
+    return {
+        'episodes': self.episodes,
+        'steps': self.steps,
+        'problems': [dataclasses.asdict(p) for p in self.problems],
+        'empty_episodes': self.empty_episodes,
+        'flagged_invalid': self.flagged_invalid,
+    }
+
+
+def validate(rlds_data: tf.data.Dataset) -> Report:
+  """Reads all of `rlds_data` and reports every problem.
+
+  Raises:
+    StepSpecError: the step spec cannot be converted (checked before reading).
+  """
+  step_spec_lib.steps_spec(rlds_data)
+  flag_field = invalid_flag_field(rlds_data.element_spec)
+  checked = rlds_data.enumerate().flat_map(
+      functools.partial(_episode_flags, flag_field=flag_field)).map(
+          _check_episode)
+  episodes = steps = 0
+  problems, empty, flagged = [], [], []
+  for element in checked.prefetch(2).as_numpy_iterator():
+    index, length, problem_steps, kinds, is_flagged = element
+    episodes += 1
+    steps += int(length)
+    if length == 0:
+      empty.append(int(index))
+    if is_flagged:
+      flagged.append(int(index))
+    problems.extend(_step_problems(int(index), problem_steps, kinds))
+  return Report(episodes, steps, problems, empty, flagged)
+
+
+def invalid_flag_field(episode_spec: Any) -> Optional[str]:
+  """The metadata field that flags invalid episodes, if the data has one."""
+  if not isinstance(episode_spec, dict):
+    return None
+  for name in INVALID_FLAG_FIELDS:
+    spec = episode_spec.get(name)
+    if (isinstance(spec, tf.TensorSpec) and spec.dtype == tf.bool and
+        spec.shape.rank == 0):
+      return name
+  return None
+
+
+def episode_flags(rlds_data: tf.data.Dataset) -> np.ndarray:
+  """Per episode, whether its metadata flags it invalid; reads no steps."""
+  flag_field = invalid_flag_field(rlds_data.element_spec)
+  if flag_field is None:
+    flags = rlds_data.map(_unflagged)
+  else:
+    flags = rlds_data.map(functools.partial(_flag_of, flag_field=flag_field))
+  batches = list(flags.batch(1024).as_numpy_iterator())
+  return np.concatenate(batches) if batches else np.zeros([0], bool)
+
+
+def without_episodes(rlds_data: tf.data.Dataset,
+                     skip: Sequence[int]) -> tf.data.Dataset:
+  """`rlds_data` without the episodes at positions `skip`."""
+  if not skip:
+    return rlds_data
+  skip_set = tf.constant(sorted(set(skip)), tf.int64)
+  return rlds_data.enumerate().filter(
+      functools.partial(_is_kept, skip=skip_set)).map(_episode_of)
+
+
+def _episode_flags(index, episode, flag_field):
+  """(index, the step flags as [T] vectors, flagged); T may be 0.
+
+  The steps are batched before the flags are selected: a whole-episode batch
+  after a `map` of TFDS steps never returns (tf.data reserves the batch size
+  when it cannot see the count).
+  """
+  empty = {name: tf.zeros([0], tf.bool) for name in fields.FLAGS}
+  flagged = (episode[flag_field] if flag_field is not None
+             else tf.constant(False))
+  flags = episode[fields.STEPS].batch(episodes_lib.WHOLE_EPISODE).map(_flags_of)
+  return flags.concatenate(tf.data.Dataset.from_tensors(empty)).take(1).map(
+      functools.partial(_with_index_and_flag, index, flagged))
+
+
+def _with_index_and_flag(index, flagged, flags):
+  return index, flags, flagged
+
+
+def _check_episode(index, flags, flagged):
+  is_first, is_last = flags[fields.IS_FIRST], flags[fields.IS_LAST]
+  types = step_types.classify(
+      is_first, is_last, flags[fields.IS_TERMINAL],
+      _followed_by(is_first, True), _followed_by(is_last, False))
+  problem_steps = tf.where(types.problem > 0)[:, 0]
+  return (index, tf.shape(is_first, out_type=tf.int64)[0], problem_steps,
+          tf.gather(types.problem, problem_steps), flagged)
+
+
+def _flags_of(step):
+  return {name: step[name] for name in fields.FLAGS}
+
+
+def _followed_by(values: tf.Tensor, pad_value: bool) -> tf.Tensor:
+  """values[1:] then the pad step's value: each step's next step ([0] if T=0)."""
+  return tf.concat([values[1:], [pad_value]], axis=0)[:tf.shape(values)[0]]
+
+
+def _flag_of(episode, flag_field):
+  return episode[flag_field]
+
+
+def _unflagged(episode):
+  del episode
+  return tf.constant(False)
+
+
+def _is_kept(index, episode, skip):
+  del episode
+  return tf.logical_not(tf.reduce_any(tf.equal(index, skip)))
+
+
+def _episode_of(index, episode):
+  del index
+  return episode
+
+
+def _step_problems(episode: int, steps: np.ndarray,
+                   kinds: np.ndarray) -> List[StepProblem]:
+  return [StepProblem(episode, int(step), _kind(kind),
+                      step_types.MESSAGES[int(kind)])
+          for step, kind in zip(steps, kinds, strict=True)]
+
+
+def _kind(problem: int) -> str:
+  return step_types.Problem(int(problem)).name.lower()

@@ -1,0 +1,298 @@
+"""The `rlds-reverb` command, run as users run it: a subprocess per invocation.
+
+Real TFDS directories written here, real Reverb servers (in this process, or
+`rlds-reverb serve` as a subprocess). Each run starts TensorFlow (~5 s), so
+each invocation checks several things at once.
+"""
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import reverb
+import tensorflow_datasets as tfds
+
+import rlds_reverb
+from rlds_reverb import cli
+from rlds_reverb import specs
+from tests import reverb_tables
+from tests import rlds_data
+
+HANG_GUARD_S = 120
+BUNDLED_DIR = pathlib.Path(rlds_reverb.__file__).parent / 'data' / 'cartpole'
+
+
+def run_cli(*args, env=None, timeout=HANG_GUARD_S):
+  return subprocess.run(
+      [sys.executable, '-m', 'rlds_reverb', *map(str, args)],
+      capture_output=True, text=True, timeout=timeout,
+      env=env if env is not None else os.environ.copy())
+
+
+def error_lines(stderr: str):
+  return [line for line in stderr.splitlines()
+          if line.startswith('rlds-reverb: error:')]
+
+
+def _episode(num_steps, seed, **flag_overrides):
+  episode = rlds_data.flat_episode(num_steps, seed)
+  for name, steps in flag_overrides.items():
+    for step, value in steps.items():
+      episode[name][step] = value
+  return episode
+
+
+def _features(with_invalid: bool):
+  scalar = tfds.features.Scalar
+  steps = tfds.features.Dataset({
+      'observation': tfds.features.Tensor(shape=(3,), dtype=np.float32),
+      'action': scalar(dtype=np.int64),
+      'reward': scalar(dtype=np.float32),
+      'discount': scalar(dtype=np.float32),
+      'is_first': scalar(dtype=np.bool_),
+      'is_last': scalar(dtype=np.bool_),
+      'is_terminal': scalar(dtype=np.bool_),
+  })
+  features = {'steps': steps}
+  if with_invalid:
+    features['invalid'] = scalar(dtype=np.bool_)
+  return tfds.features.FeaturesDict(features)
+
+
+def write_tfds(root, name, episodes, invalid=None) -> str:
+  """A TFDS directory of `episodes`, in order; returns its version dir."""
+  examples = []
+  for index, steps in enumerate(episodes):
+    example = {'steps': steps}
+    if invalid is not None:
+      example['invalid'] = invalid[index]
+    examples.append((index, example))
+  builder = tfds.dataset_builders.store_as_tfds_dataset(
+      name=name, version='1.0.0', features=_features(invalid is not None),
+      split_datasets={'train': examples}, data_dir=str(root),
+      disable_shuffling=True)
+  return str(builder.data_dir)
+
+
+# 3 well-formed episodes: 9 steps, 6 items of 2 steps.
+CLEAN = [_episode(3, 0), _episode(4, 1), _episode(2, 2)]
+# Episode 1 flagged in metadata, 2 and 4 malformed, 0 and 3 fine.
+MIXED = [_episode(3, 10), _episode(3, 11), _episode(4, 12, is_terminal={1: True}),
+         _episode(5, 13), _episode(2, 14, is_first={0: False})]
+MIXED_INVALID = [False, True, False, False, False]
+
+
+@pytest.fixture(scope='module')
+def dirs(tmp_path_factory):
+  root = tmp_path_factory.mktemp('tfds')
+  return {
+      'clean': write_tfds(root, 'clean_rlds', CLEAN),
+      'mixed': write_tfds(root, 'mixed_rlds', MIXED, MIXED_INVALID),
+  }
+
+
+@pytest.fixture(scope='module')
+def server():
+  """Two tables signed for the fixtures' trajectory spec."""
+  spec = rlds_reverb.create_trajectory_data_spec(rlds_data.as_rlds(CLEAN))
+  signature = specs.table_signature(spec)
+  server = reverb_tables.start_server([
+      reverb_tables.fifo_table('a', signature),
+      reverb_tables.fifo_table('b', signature),
+  ])
+  yield server
+  server.stop()
+
+
+@pytest.fixture
+def empty_server(server):
+  client = reverb.Client(reverb_tables.address(server))
+  client.reset('a')
+  client.reset('b')
+  return server
+
+
+def _pairs(episodes):
+  """Observations of every 2-step item TF-Agents' observer would write."""
+  return sorted(np.stack([e['observation'][i], e['observation'][i + 1]]).tobytes()
+                for e in episodes for i in range(len(e['reward']) - 1))
+
+
+def _drained_pairs(server, table):
+  return sorted(data.observation.tobytes()
+                for _, data in reverb_tables.drain(server, table))
+
+
+class TestValidate:
+
+  def test_json_lists_every_problem(self, dirs):
+    result = run_cli('validate', '--dataset', dirs['mixed'], '--json')
+    assert result.returncode == 1, result.stderr
+    report = json.loads(result.stdout)
+    assert report['episodes'] == 5
+    assert report['steps'] == 17
+    assert report['problems'] == [
+        {'episode': 2, 'step': 1, 'kind': 'terminal_not_last',
+         'message': 'Terminal step must be the last step of an episode.'},
+        {'episode': 4, 'step': 0, 'kind': 'episode_not_first',
+         'message': 'First step of an episode must have is_first set.'},
+    ]
+    assert report['flagged_invalid'] == [1]
+    assert 'Traceback' not in result.stderr
+
+  def test_clean_dataset_exits_0(self, dirs):
+    result = run_cli('validate', '--dataset', dirs['clean'])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == '3 episodes, 9 steps: no problems'
+
+  def test_unknown_dataset_is_one_line_exit_2(self, tmp_path):
+    result = run_cli('validate', '--dataset', tmp_path / 'nowhere')
+    assert result.returncode == 2
+    assert 'Traceback' not in result.stderr
+    assert len(error_lines(result.stderr)) == 1
+    assert result.stderr.splitlines()[-1].startswith('rlds-reverb: error:')
+    assert 'nowhere' in result.stderr
+    assert result.stdout == ''
+
+
+class TestPush:
+
+  def test_two_tables_json(self, dirs, empty_server):
+    result = run_cli('push', '--dataset', dirs['clean'],
+                     '--server', reverb_tables.address(empty_server),
+                     '--table', 'a', '--table', 'b', '--json')
+    assert result.returncode == 0, result.stderr
+    counts = json.loads(result.stdout)
+    assert set(counts) == {'episodes', 'trajectories', 'items',
+                           'skipped_episodes', 'seconds'}
+    # 6 items in each of the two tables.
+    assert (counts['episodes'], counts['trajectories'], counts['items'],
+            counts['skipped_episodes']) == (3, 9, 12, 0)
+    client = reverb.Client(reverb_tables.address(empty_server))
+    assert client.server_info(timeout=10)['a'].current_size == 6
+    assert _drained_pairs(empty_server, 'a') == _pairs(CLEAN)
+    assert _drained_pairs(empty_server, 'b') == _pairs(CLEAN)
+
+  def test_skip_drops_malformed_and_flagged_episodes(self, dirs, empty_server):
+    result = run_cli('push', '--dataset', dirs['mixed'],
+                     '--server', reverb_tables.address(empty_server),
+                     '--table', 'a', '--on-invalid', 'skip', '--json')
+    assert result.returncode == 0, result.stderr
+    counts = json.loads(result.stdout)
+    assert (counts['episodes'], counts['trajectories'], counts['items'],
+            counts['skipped_episodes']) == (2, 8, 6, 3)
+    assert ('skipping 2 malformed episode(s): episode 2 step 1 '
+            '(terminal_not_last); episode 4 step 0 (episode_not_first)'
+            in result.stderr)
+    assert _drained_pairs(empty_server, 'a') == _pairs([MIXED[0], MIXED[3]])
+
+  def test_malformed_episode_fails_with_its_position(self, dirs, empty_server):
+    """The flagged episode 1 is skipped; the error still names episode 2."""
+    result = run_cli('push', '--dataset', dirs['mixed'],
+                     '--server', reverb_tables.address(empty_server),
+                     '--table', 'a')
+    assert result.returncode == 1
+    assert 'Traceback' not in result.stderr
+    [line] = error_lines(result.stderr)
+    assert line.startswith('rlds-reverb: error: Terminal step must be the '
+                           'last step of an episode. (episode 2, step 1)')
+    assert 'Before this error, 1 episodes' in line
+
+  def test_dead_server_fails_in_one_line(self, dirs):
+    result = run_cli('push', '--dataset', dirs['clean'], '--server',
+                     'localhost:1', '--table', 'a', '--timeout', '1')
+    assert result.returncode == 1
+    assert 'Traceback' not in result.stderr
+    [line] = error_lines(result.stderr)
+    assert 'No Reverb server answered at localhost:1' in line
+
+
+def test_serve_push_and_stop(dirs, tmp_path):
+  """serve prints its address, takes a push, checkpoints and exits 0 on TERM."""
+  process = subprocess.Popen(
+      [sys.executable, '-m', 'rlds_reverb', 'serve', '--dataset', dirs['clean'],
+       '--table', 'replay', '--sampler', 'fifo', '--max-size', '100',
+       '--checkpoint-dir', tmp_path / 'ckpt'],
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  try:
+    line = process.stdout.readline()
+    assert line.startswith('serving replay on '), (line, process.poll())
+    address = line.split()[-1]
+    result = rlds_reverb.push(rlds_data.as_rlds(CLEAN), address, 'replay')
+    assert result.items == 6
+    info = reverb.Client(address).server_info(timeout=10)['replay']
+    assert info.current_size == 6
+    assert info.signature == specs.table_signature(
+        rlds_reverb.create_trajectory_data_spec(rlds_data.as_rlds(CLEAN)))
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=HANG_GUARD_S)
+    assert process.returncode == 0, stderr
+    assert 'checkpoint written to' in stderr
+    assert any((tmp_path / 'ckpt').rglob('DONE'))
+  finally:
+    if process.poll() is None:
+      process.kill()
+      process.communicate()
+
+
+def test_inspect_json_and_plot(dirs, tmp_path):
+  plot = tmp_path / 'episodes.png'
+  result = run_cli('inspect', '--dataset', dirs['clean'], '--json',
+                   '--plot', plot)
+  assert result.returncode == 0, result.stderr
+  summary = json.loads(result.stdout)
+  returns = [float(np.sum(e['reward'], dtype=np.float64)) for e in CLEAN]
+  assert (summary['episodes'], summary['steps']) == (3, 9)
+  assert summary['length'] == {'min': 2, 'mean': 3.0, 'median': 3, 'max': 4}
+  assert summary['return']['min'] == pytest.approx(min(returns))
+  assert summary['return']['median'] == pytest.approx(np.median(returns))
+  assert {'field': 'observation', 'dtype': 'float32', 'shape': [3]} in (
+      summary['trajectory_spec'])
+  assert plot.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+
+
+@pytest.mark.skipif(not BUNDLED_DIR.is_dir(),
+                    reason=f'the bundled dataset is not at {BUNDLED_DIR}')
+def test_demo_on_the_bundled_dataset():
+  result = run_cli('demo')
+  assert result.returncode == 0, result.stderr
+  lines = {line.split()[0]: line for line in result.stdout.splitlines()}
+  assert set(lines) == {'dataset', 'spec', 'server', 'pushed', 'sampled'}
+  assert 'valid' in lines['dataset']
+  assert 'observation (4, 2, 4)' in lines['sampled']
+  assert '[reverb/cc' not in result.stderr
+
+
+def test_failure_stderr_is_exactly_one_line(tmp_path):
+  env = {k: v for k, v in os.environ.items() if k != 'TF_CPP_MIN_LOG_LEVEL'}
+  result = run_cli('validate', '--dataset', tmp_path / 'nowhere', env=env)
+  assert result.stderr.splitlines() == error_lines(result.stderr)
+
+
+@pytest.mark.parametrize('command', cli.COMMANDS)
+def test_help_has_examples(command, capsys):
+  with pytest.raises(SystemExit) as exited:
+    cli.main([command, '--help'])
+  assert exited.value.code == 0
+  help_text = capsys.readouterr().out
+  assert 'examples:' in help_text
+  assert f'rlds-reverb {command}' in help_text
+
+
+def test_bad_usage_exits_2(capsys):
+  with pytest.raises(SystemExit) as exited:
+    cli.main(['push', '--dataset', 'x'])
+  assert exited.value.code == 2
+  assert 'the following arguments are required: --server' in (
+      capsys.readouterr().err)
+
+
+def test_bundled_name_is_the_sources_one():
+  from rlds_reverb import sources  # pylint: disable=g-import-not-at-top
+  from rlds_reverb.cli import options  # pylint: disable=g-import-not-at-top
+  assert options.BUNDLED == sources.BUNDLED
