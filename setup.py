@@ -28,7 +28,8 @@ setuptools.setup(
     python_requires='>=3.11,<3.12',
     install_requires=INSTALL_REQUIRES,
     extras_require={
-        'test': ['pytest>=7'],
+        # The tests run inspect --plot.
+        'test': ['pytest>=7', 'matplotlib>=3.7,<3.10'],
         'plot': ['matplotlib>=3.7,<3.10'],
         'record': ['envlogger==1.2'],
     },
