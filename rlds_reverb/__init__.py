@@ -60,7 +60,13 @@ __all__ = [
 ]
 
 
+_SUBPACKAGES = ('convert', 'specs', 'write', 'sources', 'cli', 'validation',
+                'stats')
+
+
 def __getattr__(name: str) -> Any:
+  if name in _SUBPACKAGES:  # `rlds_reverb.specs.table_signature` works.
+    return importlib.import_module(f'rlds_reverb.{name}')
   if name not in _LAZY:
     raise AttributeError(f"module 'rlds_reverb' has no attribute {name!r}")
   value = getattr(importlib.import_module(_LAZY[name]), name)

@@ -1,6 +1,8 @@
 """The public API: exactly these names, all importable, drop-ins as TF-Agents'."""
 
 import inspect
+import subprocess
+import sys
 import os
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
@@ -100,3 +102,15 @@ def test_drop_in_signature_is_tf_agents(name):
 def test_step_features_equal_tf_agents():
   assert (rlds_reverb.get_rlds_step_features() ==
           rlds_to_reverb.get_rlds_step_features())
+
+
+def test_subpackages_load_on_attribute_access():
+  """The lazy package still gives `rlds_reverb.specs`, etc., without imports."""
+  code = ('import rlds_reverb, sys; '
+          'assert "tensorflow" not in sys.modules; '
+          'print(rlds_reverb.specs.table_signature.__name__, '
+          'rlds_reverb.convert.trajectory_blocks.__name__)')
+  result = subprocess.run([sys.executable, '-c', code], capture_output=True,
+                          text=True, check=False)
+  assert result.returncode == 0, result.stderr
+  assert result.stdout.split() == ['table_signature', 'trajectory_blocks']
