@@ -10,8 +10,9 @@ of 2 steps with stride 1 (TF-Agents' `ReverbAddTrajectoryObserver(2)`):
               it is as safe as ours, and fully at the end.
   rlds_reverb `rlds_reverb.push` (conversion included).
 
-Each writes into an empty table on one in-process server; the item count is
-checked. Then peak RSS of `rlds_reverb.push` over a streamed dataset of 10 and
+Each writes into an empty table on one in-process server, the three taking
+turns round after round so that they share the machine's noise; the item count
+is checked after every run. Then peak RSS of `rlds_reverb.push` over a streamed dataset of 10 and
 of 100 episodes, each in a fresh process.
 
     python benchmarks/push_throughput.py [--repeats 3] [--skip-rss]
@@ -20,6 +21,7 @@ of 100 episodes, each in a fresh process.
 import argparse
 import json
 import resource
+import statistics
 import subprocess
 import sys
 
@@ -82,17 +84,20 @@ def push_raw_writer(episodes, client, structure) -> None:
   writer.flush(0, timeout_ms=60_000)
 
 
-def measure(name, fn, client, expected_items, repeats):
-  rates = []
+def measure(writers, client, expected_items, repeats):
+  """Median items/s of each writer; rounds interleave them to share noise."""
+  seconds = {name: [] for name, _ in writers}
   for _ in range(repeats):
-    client.reset(TABLE)
-    seconds, _ = common.timed(fn, 1)
-    items = client.server_info(timeout=10)[TABLE].current_size
-    if items != expected_items:
-      raise SystemExit(f'{name} left {items} items, expected {expected_items}')
-    rates.append(seconds)
-  seconds = sorted(rates)[len(rates) // 2]
-  return name, expected_items / seconds
+    for name, fn in writers:
+      client.reset(TABLE)
+      elapsed, _ = common.timed(fn, 1)
+      items = client.server_info(timeout=10)[TABLE].current_size
+      if items != expected_items:
+        raise SystemExit(
+            f'{name} left {items} items, expected {expected_items}')
+      seconds[name].append(elapsed)
+  return [(name, expected_items / statistics.median(seconds[name]))
+          for name, _ in writers]
 
 
 def rss_child(num_episodes: int, steps: int) -> None:
@@ -135,20 +140,19 @@ def main():
   expected_items = args.episodes * (args.steps - 1)
   server = make_server(structure)
   client = reverb.Client(f'localhost:{server.port}')
-  rows = [
-      measure('tf_agents push_rlds_to_reverb', lambda: push_tf_agents(
-          data, client), client, expected_items, args.repeats),
-      measure('reverb structured writer', lambda: push_raw_writer(
-          episodes, client, structure), client, expected_items, args.repeats),
-      measure('rlds_reverb.push', lambda: push_rlds_reverb(data, client),
-              client, expected_items, args.repeats),
-  ]
+  push_rlds_reverb(data, client)  # Warm up: tracing, first iterator.
+  rows = measure([
+      ('tf_agents push_rlds_to_reverb', lambda: push_tf_agents(data, client)),
+      ('reverb structured writer',
+       lambda: push_raw_writer(episodes, client, structure)),
+      ('rlds_reverb.push', lambda: push_rlds_reverb(data, client)),
+  ], client, expected_items, args.repeats)
   server.stop()
   print(f'machine: {common.machine()}')
   print(f'data: {args.episodes} episodes x {args.steps} steps, observation '
         f'float32[{common.OBSERVATION_SIZE}], action float32['
         f'{common.ACTION_SIZE}]; items of 2 steps, stride 1; median of '
-        f'{args.repeats}')
+        f'{args.repeats} interleaved rounds')
   for name, rate in rows:
     print(f'{name:32s} {rate:10,.0f} items/s')
   ours = rows[2][1]
