@@ -1,0 +1,164 @@
+"""The programs in examples/, run as users run them: one subprocess each.
+
+Each run starts TensorFlow (~5 s), so each checks several things at once. The
+SAC example runs against a TFDS dataset written here with the feature
+structure of `d4rl_mujoco_halfcheetah` (observation float32[17], action
+float32[6]), found both as a directory and by name in a data dir.
+"""
+
+import math
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow_datasets as tfds
+
+EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / 'examples'
+HANG_GUARD_S = 150
+
+# Bundled CartPole: 64 episodes, 9,932 steps, 2-step items within episodes.
+BUNDLED_EPISODES, BUNDLED_STEPS = 64, 9932
+BUNDLED_ITEMS = BUNDLED_STEPS - BUNDLED_EPISODES
+
+HALFCHEETAH_NAME = 'halfcheetah_like'
+# (length, terminal): D4RL MuJoCo episodes mostly end by time limit.
+HALFCHEETAH_EPISODES = [(5, False), (4, True), (6, False)]
+HALFCHEETAH_STEPS = sum(length for length, _ in HALFCHEETAH_EPISODES)
+HALFCHEETAH_ITEMS = sum(length - 1 for length, _ in HALFCHEETAH_EPISODES)
+
+
+def run_example(script, *args, cwd=None):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
+  return subprocess.run(
+      [sys.executable, str(EXAMPLES / script), *map(str, args)],
+      capture_output=True, text=True, timeout=HANG_GUARD_S, cwd=cwd, env=env)
+
+
+def halfcheetah_features() -> tfds.features.FeaturesDict:
+  """`d4rl_mujoco_halfcheetah`'s feature structure (TFDS catalog)."""
+  scalar = tfds.features.Scalar
+  return tfds.features.FeaturesDict({
+      'steps': tfds.features.Dataset({
+          'observation': tfds.features.Tensor(shape=(17,), dtype=np.float32),
+          'action': tfds.features.Tensor(shape=(6,), dtype=np.float32),
+          'reward': scalar(dtype=np.float32),
+          'discount': scalar(dtype=np.float32),
+          'is_first': scalar(dtype=np.bool_),
+          'is_last': scalar(dtype=np.bool_),
+          'is_terminal': scalar(dtype=np.bool_),
+      }),
+  })
+
+
+def halfcheetah_episode(length: int, terminal: bool, seed: int):
+  rng = np.random.default_rng(seed)
+  index = np.arange(length)
+  return {
+      'observation': rng.standard_normal((length, 17)).astype(np.float32),
+      'action': rng.uniform(-1, 1, (length, 6)).astype(np.float32),
+      'reward': rng.standard_normal(length).astype(np.float32),
+      'discount': np.ones(length, np.float32),
+      'is_first': index == 0,
+      'is_last': index == length - 1,
+      'is_terminal': (index == length - 1) & terminal,
+  }
+
+
+@pytest.fixture(scope='module')
+def halfcheetah_data_dir(tmp_path_factory) -> pathlib.Path:
+  data_dir = tmp_path_factory.mktemp('tfds')
+  examples = [(i, {'steps': halfcheetah_episode(length, terminal, seed=i)})
+              for i, (length, terminal) in enumerate(HALFCHEETAH_EPISODES)]
+  tfds.dataset_builders.store_as_tfds_dataset(
+      name=HALFCHEETAH_NAME, version='1.0.0', features=halfcheetah_features(),
+      split_datasets={'train': examples}, data_dir=str(data_dir),
+      disable_shuffling=True)
+  return data_dir
+
+
+def table_rows(stdout: str):
+  """(phase, train step, average return) rows of the DQN example's table."""
+  return [(m[1], m[2], float(m[3])) for m in re.finditer(
+      r'^(random|offline|online) +(-|\d+) +(\S+)', stdout, re.MULTILINE)]
+
+
+def test_seed_replay_buffer_pushes_and_samples_the_bundled_data():
+  result = run_example('seed_replay_buffer.py', '--batch-size', 8)
+  assert result.returncode == 0, result.stderr
+  assert (f'pushed {BUNDLED_EPISODES} episodes, {BUNDLED_STEPS} steps, '
+          f'{BUNDLED_ITEMS} items') in result.stdout
+  assert f'table size {BUNDLED_ITEMS}\n' in result.stdout
+  for line in ('batch step_type: int32[8, 2]',
+               'batch observation: float32[8, 2, 4]',
+               'batch action: int64[8, 2]',
+               'batch reward: float32[8, 2]',
+               'batch discount: float32[8, 2]'):
+    assert line in result.stdout.splitlines()
+
+
+def test_offline_to_online_dqn_quick_runs_and_plots(tmp_path):
+  plot = tmp_path / 'curve.png'
+  result = run_example('offline_to_online_dqn.py', '--quick', '--plot', plot,
+                       cwd=tmp_path)
+  assert result.returncode == 0, result.stderr
+  assert (f'seeded table \'experience\' from bundled:cartpole: '
+          f'{BUNDLED_EPISODES} episodes, {BUNDLED_STEPS} steps, '
+          f'{BUNDLED_ITEMS} items') in result.stdout
+  rows = table_rows(result.stdout)
+  phases = [phase for phase, _, _ in rows]
+  assert phases[0] == 'random' and 'offline' in phases and 'online' in phases
+  assert phases.index('online') > max(
+      i for i, phase in enumerate(phases) if phase == 'offline')
+  steps = [int(step) for _, step, _ in rows[1:]]
+  assert steps == sorted(steps) and steps[0] == 0
+  assert all(math.isfinite(value) and value > 0 for _, _, value in rows)
+  for label in ('random policy', 'after offline phase', 'after online phase'):
+    match = re.search(rf'^  {label} +(\S+)', result.stdout, re.MULTILINE)
+    assert match, f'{label!r} missing from:\n{result.stdout}'
+    assert math.isfinite(float(match[1]))
+  assert plot.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+  assert not (tmp_path / 'learning_curve.png').exists()
+  assert result.stderr == ''
+
+
+def test_seed_sac_table_from_a_halfcheetah_shaped_directory(
+    halfcheetah_data_dir):
+  version_dir = halfcheetah_data_dir / HALFCHEETAH_NAME / '1.0.0'
+  result = run_example('seed_sac_table.py', '--dataset', version_dir,
+                       '--batch-size', 4, '--train-steps', 2)
+  assert result.returncode == 0, result.stderr
+  lines = result.stdout.splitlines()
+  assert ('pushed 3 episodes, '
+          f'{HALFCHEETAH_STEPS} steps, {HALFCHEETAH_ITEMS} items') in (
+              result.stdout)
+  assert f'table sac_experience size {HALFCHEETAH_ITEMS}' in lines
+  assert ('batch observation [4, 2, 17], action [4, 2, 6], reward [4, 2], '
+          'discount [4, 2]') in lines
+  losses = [float(m[1]) for m in re.finditer(
+      r'^sac train step \d+: loss (\S+)', result.stdout, re.MULTILINE)]
+  assert len(losses) == 2 and all(math.isfinite(x) for x in losses)
+
+
+def test_seed_sac_table_by_name_in_data_dir_and_not_prepared(
+    halfcheetah_data_dir, tmp_path):
+  result = run_example('seed_sac_table.py', '--dataset', HALFCHEETAH_NAME,
+                       '--data-dir', halfcheetah_data_dir, '--split',
+                       'train[:2]', '--batch-size', 2, '--train-steps', 0)
+  assert result.returncode == 0, result.stderr
+  assert 'pushed 2 episodes, 9 steps, 7 items' in result.stdout
+  assert 'sac train step' not in result.stdout
+
+  empty = tmp_path / 'empty_data_dir'
+  empty.mkdir()
+  result = run_example('seed_sac_table.py', '--data-dir', empty)
+  assert result.returncode == 2
+  error_lines = [line for line in result.stderr.splitlines()
+                 if line.startswith('seed_sac_table: error:')]
+  assert len(error_lines) == 1, result.stderr
+  assert "'d4rl_mujoco_halfcheetah/v2-expert' is not prepared" in (
+      error_lines[0])
+  assert list(empty.iterdir()) == []  # Nothing downloaded.
