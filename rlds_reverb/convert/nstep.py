@@ -101,10 +101,8 @@ def _transitions_of(block: TransitionBlock) -> NStepTransition:
 
 def _to_block(episode: episodes_lib.DenseEpisode, n: int, gamma: float):
   steps = episode.steps
-  types = step_types.classify(
-      steps[fields.IS_FIRST], steps[fields.IS_LAST], steps[fields.IS_TERMINAL],
-      _next(steps[fields.IS_FIRST], episode.next_step[fields.IS_FIRST]),
-      _next(steps[fields.IS_LAST], episode.next_step[fields.IS_LAST]))
+  types = step_types.classify_episode(
+      steps[fields.IS_FIRST], steps[fields.IS_LAST], steps[fields.IS_TERMINAL])
   checked = step_types.assert_no_problems(episode.index, types.problem)
   num_transitions = tf.shape(steps[fields.IS_FIRST])[0] - 1
   rewards = tf.nest.map_structure(
@@ -163,10 +161,6 @@ def _expand_like(vector: tf.Tensor, like: tf.Tensor) -> tf.Tensor:
   """A [K] vector reshaped to broadcast against a [K, ...] tensor."""
   extra = tf.ones([tf.rank(like) - 1], tf.int32)
   return tf.reshape(vector, tf.concat([tf.shape(vector), extra], 0))
-
-
-def _next(values: tf.Tensor, next_value: tf.Tensor) -> tf.Tensor:
-  return tf.concat([values[1:], next_value[tf.newaxis]], axis=0)
 
 
 def _return_dtype(dtype: tf.DType) -> tf.DType:

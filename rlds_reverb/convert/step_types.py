@@ -108,6 +108,21 @@ def classify(is_first, is_last, is_terminal, next_is_first,
   return EpisodeTypes(*tf.unstack(rows, num=4, axis=-1))
 
 
+def classify_episode(is_first, is_last, is_terminal) -> EpisodeTypes:
+  """`classify` of one episode, followed by a first step (as the pad step).
+
+  Every episode is checked to begin with `is_first`, so whatever follows an
+  episode is a first step; the next episode's values are never needed here.
+  """
+  return classify(is_first, is_last, is_terminal,
+                  _followed_by(is_first, True), _followed_by(is_last, False))
+
+
+def _followed_by(flags: tf.Tensor, next_flag: bool) -> tf.Tensor:
+  """flags[1:] then `next_flag`: each step's next step's flag."""
+  return tf.concat([flags[1:], [next_flag]], axis=0)
+
+
 def discounts(discount: tf.Tensor, zero_discount: tf.Tensor) -> tf.Tensor:
   """float32 discounts, 0 where an episode ends in a terminal step."""
   return tf.where(zero_discount > 0, 0.0, tf.cast(discount, tf.float32))

@@ -94,15 +94,13 @@ def _to_trajectory(episode: episodes_lib.DenseEpisode,
 def _to_block(episode: episodes_lib.DenseEpisode, policy_info_fn):
   """The trajectories of one episode; the checks run before they are used.
 
-  Types and checks take the pad step's flags after the last step, even when
+  Types and checks take a first step after the last step, even when
   `next_step` is the next episode's: that episode's own check reports a missing
   `is_first`, so errors are the same with or without `policy_info_fn`.
   """
   steps = episode.steps
-  types = step_types.classify(
-      steps[fields.IS_FIRST], steps[fields.IS_LAST], steps[fields.IS_TERMINAL],
-      _shifted(steps[fields.IS_FIRST], tf.constant(True)),
-      _shifted(steps[fields.IS_LAST], tf.constant(False)))
+  types = step_types.classify_episode(
+      steps[fields.IS_FIRST], steps[fields.IS_LAST], steps[fields.IS_TERMINAL])
   checked = step_types.assert_no_problems(episode.index, types.problem)
   policy_info = ()
   if policy_info_fn is not None:

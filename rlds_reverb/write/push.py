@@ -121,7 +121,7 @@ def push_nstep_transitions(
   tables = [tables] if isinstance(tables, str) else list(tables)
   client, address = server_lib.connect(server)
   spec = nstep.create_nstep_transition_spec(rlds_data)
-  _check_tables(client, address, tables, spec, timeout, add_time_axis=False)
+  _check_tables(client, address, tables, spec, timeout)
   blocks = nstep.nstep_transition_blocks(rlds_data, n, discount)
   writer = writer_lib.SequenceWriter(
       client, tables, spec, items_lib.TransitionItems(), priority, address,
@@ -199,7 +199,8 @@ def _call_per_trajectory(rlds_data, observer, policy_info_fn) -> int:
 def _push(rlds_data, client, address, tables, item_plan, priority,
           policy_info_fn, timeout_s, on_confirmed) -> PushResult:
   spec = specs.trajectory_spec(specs.steps_spec(rlds_data), policy_info_fn)
-  _check_tables(client, address, tables, spec, timeout_s, add_time_axis=True)
+  _check_tables(client, address, tables, specs.table_signature(spec),
+                timeout_s)
   writer_class = (writer_lib.EpisodeWriter
                   if isinstance(item_plan, items_lib.EpisodeItems)
                   else writer_lib.SequenceWriter)
@@ -212,15 +213,11 @@ def _push(rlds_data, client, address, tables, item_plan, priority,
                        address)
 
 
-def _check_tables(client, address, tables, spec, timeout_s,
-                  add_time_axis: bool) -> None:
-  """Server up, tables there, signatures matching: before writing anything."""
+def _check_tables(client, address, tables, item_spec, timeout_s) -> None:
+  """Server up, tables there, signatures equal to `item_spec`: before writing."""
   infos = server_lib.table_infos(client, address, tables, timeout_s)
   for table, info in infos.items():
-    if add_time_axis:
-      specs.check_table_signature(info.signature, spec, table)
-    else:
-      specs.check_item_signature(info.signature, spec, table)
+    specs.check_item_signature(info.signature, item_spec, table)
 
 
 def _trajectory_of(block):
