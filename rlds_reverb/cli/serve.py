@@ -4,12 +4,18 @@ The table's signature is the dataset's trajectory spec with a time axis, so
 `rlds-reverb push` and TF-Agents' `ReverbReplayBuffer` fit it as they are.
 Its rate limiter is MinSize(1), which never blocks inserts. It runs until
 SIGINT or SIGTERM, then (with --checkpoint-dir) checkpoints and stops.
+
+With --checkpoint-dir it also says at start which checkpoint Reverb restores
+(Reverb itself is silent, also when it skips an incomplete one), and writes a
+checkpoint on SIGUSR1 while it keeps serving, as
+`reverb.Client(ADDRESS).checkpoint()` from Python does.
 """
 
 import argparse
 import signal
-import threading
+import time
 
+from rlds_reverb import checkpoints
 from rlds_reverb.cli import options
 from rlds_reverb.cli import output
 
@@ -18,14 +24,20 @@ examples:
   rlds-reverb serve --dataset bundled:cartpole --table replay --port 8000
   rlds-reverb serve --dataset DIR --table replay --sampler prioritized \\
       --max-size 100000 --checkpoint-dir /tmp/reverb_ckpt
+  kill -USR1 PID    # checkpoint now and keep serving
 
 It prints 'serving TABLE on HOST:PORT' once ready; stop it with Ctrl-C or
-SIGTERM.
+SIGTERM. With --checkpoint-dir it restores the newest complete checkpoint
+there at start, writes one on SIGUSR1 and at shutdown, and keeps only the
+newest: use a directory of its own. reverb.Client('HOST:PORT').checkpoint()
+from Python writes one too.
 """
 
 SAMPLERS = ('uniform', 'fifo', 'lifo', 'prioritized')
 REMOVERS = ('fifo', 'lifo', 'uniform')
 PRIORITY_EXPONENT = 0.8
+# How often the main thread looks at what the signals asked for.
+_POLL_S = 0.2
 
 
 def add_parser(subparsers, common) -> None:
@@ -48,8 +60,9 @@ def add_parser(subparsers, common) -> None:
   parser.add_argument('--remover', choices=REMOVERS, default='fifo',
                       help='which item goes when full (default: %(default)s)')
   parser.add_argument('--checkpoint-dir', default=None, metavar='DIR',
-                      help=('load the newest checkpoint there at start and '
-                            'write one at shutdown'))
+                      help=('load the newest checkpoint there at start (its '
+                            'table settings win over these options) and '
+                            'write one on SIGUSR1 and at shutdown'))
   parser.set_defaults(run=run)
 
 
@@ -60,37 +73,116 @@ def run(args: argparse.Namespace) -> int:
   if args.max_size < 1:
     raise output.CliError(f'--max-size must be >= 1, got {args.max_size}',
                           output.EXIT_USAGE)
+  found = _checkpoints_to_restore(args.checkpoint_dir)
   _, spec = options.step_and_trajectory_spec(options.load(args))
   signature = specs.table_signature(spec)
-  stop = _stop_on_signals()
-  server = _start(reverb, args, signature)
+  requests = _Requests()
+  requests.install()
+  server = _start(reverb, args, signature, found)
   try:
-    _check_loaded_table(reverb, server, args.table, signature)
+    client = reverb.Client(f'localhost:{server.port}')
+    info = client.server_info(timeout=30)
+    _check_loaded_table(info, args.table, signature)
+    if found:
+      output.note(_restored_text(found, info, args.table))
     print(f'serving {args.table} on localhost:{server.port}', flush=True)
-    while not stop.wait(0.5):
-      pass
+    _serve_until_stopped(requests, client, args.checkpoint_dir)
     if args.checkpoint_dir:
-      path = reverb.Client(f'localhost:{server.port}').checkpoint()
+      path = _checkpoint(client, args.checkpoint_dir)
       output.note(f'checkpoint written to {path}')
   finally:
     server.stop()
   return output.EXIT_OK
 
 
-def _stop_on_signals() -> threading.Event:
-  """An event set by SIGINT or SIGTERM, so shutdown runs in the main thread."""
-  stop = threading.Event()
+class _Requests:
+  """What SIGINT, SIGTERM and SIGUSR1 asked for; the main thread acts on it.
 
-  def handle(signum, frame):
+  The handlers only set attributes: a lock taken in a handler (as
+  `threading.Event.set` does) deadlocks if the main thread holds it.
+  """
+
+  def __init__(self):
+    self.stop = False
+    self.checkpoint = False
+
+  def install(self) -> None:
+    signal.signal(signal.SIGINT, self._on_stop)
+    signal.signal(signal.SIGTERM, self._on_stop)
+    signal.signal(signal.SIGUSR1, self._on_checkpoint)
+
+  def _on_stop(self, signum, frame):
     del signum, frame
-    stop.set()
+    self.stop = True
 
-  signal.signal(signal.SIGINT, handle)
-  signal.signal(signal.SIGTERM, handle)
-  return stop
+  def _on_checkpoint(self, signum, frame):
+    del signum, frame
+    self.checkpoint = True
 
 
-def _start(reverb, args, signature):
+def _serve_until_stopped(requests: _Requests, client, checkpoint_dir) -> None:
+  while not requests.stop:
+    if requests.checkpoint:
+      requests.checkpoint = False  # Cleared first: a new request is not lost.
+      _checkpoint_on_request(client, checkpoint_dir)
+    time.sleep(_POLL_S)
+
+
+def _checkpoint_on_request(client, checkpoint_dir) -> None:
+  """SIGUSR1: a failed checkpoint is reported, and the data still served."""
+  if not checkpoint_dir:
+    output.note('SIGUSR1: no checkpoint written, serve has no '
+                '--checkpoint-dir; still serving')
+    return
+  try:
+    path = _checkpoint(client, checkpoint_dir)
+  except output.CliError as e:
+    output.note(f'{e}; still serving')
+    return
+  output.note(f'checkpoint written to {path}')
+
+
+def _checkpoint(client, checkpoint_dir: str) -> str:
+  try:
+    return client.checkpoint()
+  except RuntimeError as e:
+    raise output.CliError(f'could not write a checkpoint to {checkpoint_dir}: '
+                          f'{output.error_line(e)}') from e
+
+
+def _checkpoints_to_restore(checkpoint_dir):
+  """What Reverb will load from --checkpoint-dir; warns of what it skips."""
+  if not checkpoint_dir:
+    return None
+  problem = checkpoints.writable_error(checkpoint_dir)
+  if problem:
+    raise output.CliError(f'--checkpoint-dir: {problem}', output.EXIT_USAGE)
+  found = checkpoints.find(checkpoint_dir)
+  if found.incomplete:
+    output.note(_incomplete_text(found))
+  return found
+
+
+def _incomplete_text(found: checkpoints.Checkpoints) -> str:
+  names = ', '.join(found.incomplete)
+  instead = (f'loads {found.newest} instead' if found.newest
+             else 'starts the table empty')
+  return (f'warning: {len(found.incomplete)} incomplete checkpoint(s) in '
+          f'{found.root} (no {checkpoints.DONE} file; was a server stopped '
+          f'while writing?): {names}. Reverb ignores them, {instead}, and '
+          'deletes them at the next checkpoint')
+
+
+def _restored_text(found: checkpoints.Checkpoints, info, table: str) -> str:
+  if not found.newest:
+    return (f'no complete checkpoint in {found.root}; table {table!r} '
+            'starts empty')
+  sizes = ', '.join(f'{info[name].current_size} items in {name!r}'
+                    for name in sorted(info))
+  return f'restored checkpoint {found.path(found.newest)}: {sizes}'
+
+
+def _start(reverb, args, signature, found):
   checkpointer = None
   if args.checkpoint_dir:
     checkpointer = reverb.checkpointers.DefaultCheckpointer(args.checkpoint_dir)
@@ -102,6 +194,8 @@ def _start(reverb, args, signature):
     return reverb.Server([table], port=args.port, checkpointer=checkpointer)
   except (RuntimeError, ValueError) as e:
     where = f'port {args.port}' if args.port else 'a free port'
+    if found and found.newest:
+      where += f' from checkpoint {found.path(found.newest)}'
     raise output.CliError(
         f'could not start a Reverb server on {where}: {output.error_line(e)}'
     ) from e
@@ -114,10 +208,9 @@ def _selector(reverb, name: str):
           'lifo': reverb.selectors.Lifo}[name]()
 
 
-def _check_loaded_table(reverb, server, table: str, signature) -> None:
+def _check_loaded_table(info, table: str, signature) -> None:
   """A checkpoint's table config wins over ours: it must fit the dataset."""
   from rlds_reverb.specs import signature as signature_lib  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  info = reverb.Client(f'localhost:{server.port}').server_info(timeout=30)
   if table not in info:
     raise output.CliError(
         f'the checkpoint has no table {table!r}; its tables are {sorted(info)}')

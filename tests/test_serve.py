@@ -1,0 +1,329 @@
+"""`rlds-reverb serve --checkpoint-dir`: restore, SIGUSR1, and failures.
+
+Servers are `rlds-reverb serve` subprocesses, killed as a user's would be;
+their stderr goes to a file that the tests read with a deadline. Each starts
+TensorFlow (~5 s), so one subprocess checks several things. Which checkpoint
+Reverb loads is checked against in-process Reverb servers, which are cheap.
+"""
+
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+import reverb
+import tree
+
+import rlds_reverb
+from rlds_reverb import checkpoints
+from rlds_reverb import specs
+from tests import reverb_tables
+from tests import rlds_data
+from tests.test_cli import CLEAN
+from tests.test_cli import HANG_GUARD_S
+from tests.test_cli import error_lines
+from tests.test_cli import run_cli
+from tests.test_cli import write_tfds
+
+TABLE = 'replay'
+NOTE_DEADLINE_S = 30
+
+
+@pytest.fixture(scope='module')
+def dataset(tmp_path_factory):
+  return write_tfds(tmp_path_factory.mktemp('tfds'), 'clean_rlds', CLEAN)
+
+
+@pytest.fixture(scope='module')
+def signature():
+  return specs.table_signature(
+      rlds_reverb.create_trajectory_data_spec(rlds_data.as_rlds(CLEAN)))
+
+
+@pytest.fixture(scope='module')
+def pushed_items(signature):
+  """The items one push of CLEAN leaves, read back from an in-process table."""
+  server = reverb_tables.start_server(
+      [reverb_tables.fifo_table(TABLE, signature)])
+  try:
+    rlds_reverb.push(rlds_data.as_rlds(CLEAN), reverb_tables.address(server),
+                     TABLE)
+    return reverb_tables.drain(server, TABLE)
+  finally:
+    server.stop()
+
+
+class Serve:
+  """`rlds-reverb serve` as a subprocess with its stderr in a file."""
+
+  def __init__(self, dataset, stderr_path, checkpoint_dir=None):
+    command = [sys.executable, '-m', 'rlds_reverb', 'serve', '--dataset',
+               dataset, '--table', TABLE, '--sampler', 'fifo',
+               '--max-size', '100']
+    if checkpoint_dir is not None:
+      command += ['--checkpoint-dir', str(checkpoint_dir)]
+    self.stderr_path = pathlib.Path(stderr_path)
+    with open(self.stderr_path, 'w') as stderr:
+      self.process = subprocess.Popen(command, stdout=subprocess.PIPE,
+                                      stderr=stderr, text=True)
+    self.address = None
+
+  def __enter__(self):
+    """Waits for 'serving TABLE on ADDRESS'; a hang is killed by a timer."""
+    guard = threading.Timer(HANG_GUARD_S, self.process.kill)
+    guard.start()
+    try:
+      line = self.process.stdout.readline()
+    finally:
+      guard.cancel()
+    assert line.startswith(f'serving {TABLE} on '), (line, self.stderr())
+    self.address = line.split()[-1]
+    return self
+
+  def __exit__(self, *exc_info):
+    if self.process.poll() is None:
+      self.process.kill()
+    if not self.process.stdout.closed:
+      self.process.communicate(timeout=HANG_GUARD_S)
+
+  def stderr(self) -> str:
+    return self.stderr_path.read_text()
+
+  def wait_for_note(self, text: str) -> str:
+    """The stderr once it contains `text`; fails at the deadline or on exit."""
+    deadline = time.monotonic() + NOTE_DEADLINE_S
+    while text not in self.stderr():
+      assert self.process.poll() is None, (text, self.stderr())
+      assert time.monotonic() < deadline, (text, self.stderr())
+      time.sleep(0.05)
+    return self.stderr()
+
+  def stop(self, signum=signal.SIGTERM) -> int:
+    self.process.send_signal(signum)
+    self.process.communicate(timeout=HANG_GUARD_S)
+    return self.process.returncode
+
+  def size(self) -> int:
+    client = reverb.Client(self.address)
+    return client.server_info(timeout=10)[TABLE].current_size
+
+
+def take_all(address: str):
+  """Every item, oldest first, as (priority, data).
+
+  Serve's table keeps sampled items, so each is deleted once sampled; its fifo
+  sampler then gives the next.
+  """
+  client = reverb.Client(address)
+  count = client.server_info(timeout=10)[TABLE].current_size
+  items = []
+  for _ in range(count):
+    sample = next(client.sample(TABLE, emit_timesteps=False,
+                                unpack_as_table_signature=True))
+    items.append((float(sample.info.priority),
+                  tree.map_structure(np.asarray, sample.data)))
+    client.mutate_priorities(TABLE, deletes=[sample.info.key])
+  assert client.server_info(timeout=10)[TABLE].current_size == 0
+  return items
+
+
+def push(address: str) -> None:
+  assert rlds_reverb.push(rlds_data.as_rlds(CLEAN), address, TABLE).items == 6
+
+
+def checkpoint_names(root) -> list:
+  return sorted(entry.name for entry in pathlib.Path(root).iterdir())
+
+
+def test_sigusr1_survives_sigkill_and_sigterm_checkpoints(
+    dataset, pushed_items, tmp_path):
+  """SIGUSR1 checkpoint, SIGKILL, restore; push, SIGTERM, restore again."""
+  root = tmp_path / 'ckpt'
+  with Serve(dataset, tmp_path / 'first.err', root) as serve:
+    assert 'starts empty' in serve.stderr()
+    push(serve.address)
+    serve.process.send_signal(signal.SIGUSR1)
+    stderr = serve.wait_for_note('checkpoint written to ')
+    [first] = checkpoint_names(root)
+    assert f'checkpoint written to {root / first}' in stderr
+    assert (root / first / checkpoints.DONE).exists()
+    assert serve.size() == 6  # Still serving.
+    assert serve.stop(signal.SIGKILL) == -signal.SIGKILL
+
+  with Serve(dataset, tmp_path / 'second.err', root) as serve:
+    assert (f"restored checkpoint {root / first}: 6 items in '{TABLE}'"
+            in serve.stderr())
+    push(serve.address)
+    assert serve.stop(signal.SIGTERM) == 0, serve.stderr()
+    [second] = checkpoint_names(root)  # Reverb keeps the newest only.
+    assert f'checkpoint written to {root / second}' in serve.stderr()
+
+  # A newer checkpoint without DONE, as if a server died while writing it.
+  broken = '9999-12-31T23:59:59+00:00'
+  shutil.copytree(root / second, root / broken)
+  (root / broken / checkpoints.DONE).unlink()
+  with Serve(dataset, tmp_path / 'third.err', root) as serve:
+    stderr = serve.stderr()
+    assert f'incomplete checkpoint(s) in {root} ' in stderr
+    assert f': {broken}. Reverb ignores them, loads {second} instead' in stderr
+    assert (f"restored checkpoint {root / second}: 12 items in '{TABLE}'"
+            in stderr)
+    assert (reverb_tables.as_multiset(take_all(serve.address))
+            == reverb_tables.as_multiset(pushed_items * 2))
+
+
+def test_incomplete_checkpoint_starts_empty_and_write_failures_are_one_line(
+    dataset, signature, tmp_path):
+  """No DONE: reported, table empty. Failed writes: USR1 goes on, TERM fails."""
+  root = tmp_path / 'ckpt'
+  name = _reverb_checkpoint(root, signature)
+  (root / name / checkpoints.DONE).unlink()
+  with Serve(dataset, tmp_path / 'serve.err', root) as serve:
+    stderr = serve.stderr()
+    assert (f'1 incomplete checkpoint(s) in {root} (no DONE file; was a server '
+            f'stopped while writing?): {name}. Reverb ignores them, starts the '
+            'table empty' in stderr)
+    assert (f"no complete checkpoint in {root}; table '{TABLE}' starts "
+            'empty' in stderr)
+    assert serve.size() == 0
+
+    shutil.rmtree(root)
+    root.write_text('a file where the checkpoints were')  # Even root fails.
+    serve.process.send_signal(signal.SIGUSR1)
+    stderr = serve.wait_for_note('still serving')
+    assert f'could not write a checkpoint to {root}: ' in stderr
+    assert serve.size() == 0
+    assert serve.stop(signal.SIGTERM) == 1
+    stderr = serve.stderr()
+  assert 'Traceback' not in stderr
+  [line] = error_lines(stderr)
+  assert line.startswith(
+      f'rlds-reverb: error: could not write a checkpoint to {root}: ')
+
+
+def test_sigusr1_without_checkpoint_dir_keeps_serving(dataset, tmp_path):
+  with Serve(dataset, tmp_path / 'serve.err') as serve:
+    push(serve.address)
+    serve.process.send_signal(signal.SIGUSR1)
+    serve.wait_for_note('SIGUSR1: no checkpoint written, serve has no '
+                        '--checkpoint-dir; still serving')
+    assert serve.size() == 6
+    assert serve.stop(signal.SIGTERM) == 0
+    assert 'checkpoint written to' not in serve.stderr()
+
+
+def test_unwritable_checkpoint_dir_fails_at_start(dataset, tmp_path):
+  (tmp_path / 'file').write_text('')
+  result = run_cli('serve', '--dataset', dataset, '--table', TABLE,
+                   '--checkpoint-dir', tmp_path / 'file' / 'ckpt')
+  assert result.returncode == 2
+  assert 'Traceback' not in result.stderr
+  assert error_lines(result.stderr) == [
+      f'rlds-reverb: error: --checkpoint-dir: {tmp_path}/file/ckpt is not '
+      'writable: Not a directory']
+  assert result.stdout == ''
+
+
+# Which checkpoint Reverb loads, against what `checkpoints.find` says.
+
+
+def _reverb_checkpoint(root, signature, pushes: int = 1) -> str:
+  """The name of a checkpoint Reverb writes in `root` after `pushes` pushes.
+
+  The in-process server first loads what `root` has, as `serve` would.
+  """
+  table = reverb_tables.fifo_table(TABLE, signature)
+  server = reverb.Server(
+      [table], checkpointer=reverb.checkpointers.DefaultCheckpointer(str(root)))
+  try:
+    for _ in range(pushes):
+      push(reverb_tables.address(server))
+    path = reverb.Client(reverb_tables.address(server)).checkpoint()
+  finally:
+    server.stop()
+  return os.path.basename(path)
+
+
+def _loaded_size(root, signature) -> int:
+  table = reverb_tables.fifo_table(TABLE, signature)
+  server = reverb.Server(
+      [table], checkpointer=reverb.checkpointers.DefaultCheckpointer(str(root)))
+  try:
+    return reverb_tables.table_size(
+        reverb.Client(reverb_tables.address(server)), TABLE)
+  finally:
+    server.stop()
+
+
+def _missing(root, signature):
+  del root, signature
+  return {'complete': (), 'incomplete': (), 'size': 0}
+
+
+def _one_complete(root, signature):
+  name = _reverb_checkpoint(root, signature)
+  return {'complete': (name,), 'incomplete': (), 'size': 6}
+
+
+def _one_incomplete(root, signature):
+  name = _reverb_checkpoint(root, signature)
+  (root / name / checkpoints.DONE).unlink()
+  return {'complete': (), 'incomplete': (name,), 'size': 0}
+
+
+def _complete_then_newer_incomplete(root, signature):
+  older = _reverb_checkpoint(root, signature)
+  shutil.copytree(root / older, root.parent / 'older')
+  newer = _reverb_checkpoint(root, signature)  # Deletes `older` from root.
+  shutil.copytree(root.parent / 'older', root / older)
+  (root / newer / checkpoints.DONE).unlink()
+  (root / 'notes.txt').write_text('not a checkpoint')
+  return {'complete': (older,), 'incomplete': (newer,), 'size': 6}
+
+
+CHECKPOINT_DIRS = {
+    'missing': _missing,
+    'one_complete': _one_complete,
+    'one_incomplete': _one_incomplete,
+    'complete_then_newer_incomplete': _complete_then_newer_incomplete,
+}
+
+
+@pytest.mark.parametrize('case', CHECKPOINT_DIRS)
+def test_find_names_what_reverb_loads(case, signature, tmp_path):
+  root = tmp_path / 'ckpt'
+  expected = CHECKPOINT_DIRS[case](root, signature)
+  found = checkpoints.find(str(root))
+  assert (found.complete, found.incomplete) == (
+      expected['complete'], expected['incomplete'])
+  assert found.newest == (expected['complete'] or (None,))[-1]
+  assert _loaded_size(root, signature) == expected['size']
+  if root.exists():  # Reverb's next checkpoint deletes the incomplete ones.
+    _reverb_checkpoint(root, signature, pushes=0)
+    assert checkpoints.find(str(root)).incomplete == ()
+
+
+def test_writable_error(tmp_path):
+  (tmp_path / 'file').write_text('')
+  assert checkpoints.writable_error(str(tmp_path / 'new' / 'ckpt')) is None
+  assert (tmp_path / 'new' / 'ckpt').is_dir()
+  assert os.listdir(tmp_path / 'new' / 'ckpt') == []
+  assert checkpoints.writable_error(str(tmp_path / 'file')) == (
+      f'{tmp_path}/file is not a directory')
+  assert checkpoints.writable_error(str(tmp_path / 'file' / 'ckpt')) == (
+      f'{tmp_path}/file/ckpt is not writable: Not a directory')
+
+
+@pytest.mark.skipif(os.geteuid() == 0,
+                    reason='root writes into read-only directories')
+def test_writable_error_read_only(tmp_path):
+  read_only = tmp_path / 'read_only'
+  read_only.mkdir(mode=0o500)
+  assert checkpoints.writable_error(str(read_only)) == (
+      f'{read_only} is not writable: Permission denied')
