@@ -15,6 +15,7 @@ from rlds_reverb.errors import DatasetNotPreparedError
 from rlds_reverb.errors import ReverbTimeoutError
 from rlds_reverb.errors import RldsReverbError
 from rlds_reverb.errors import ServerUnavailableError
+from rlds_reverb.errors import ShardsFailedError
 from rlds_reverb.errors import SignatureMismatchError
 from rlds_reverb.errors import SourceError
 from rlds_reverb.errors import StepSpecError
@@ -34,6 +35,7 @@ _LAZY = {
     'create_nstep_transition_spec': 'rlds_reverb.convert',
     'NStepTransition': 'rlds_reverb.convert',
     'load': 'rlds_reverb.sources',
+    'push_shards': 'rlds_reverb.parallel',
 }
 
 __all__ = [
@@ -49,6 +51,7 @@ __all__ = [
     'create_nstep_transition_spec',
     'NStepTransition',
     'load',
+    'push_shards',
     'RldsReverbError',
     'StepSpecError',
     'SignatureMismatchError',
@@ -57,11 +60,12 @@ __all__ = [
     'TableNotFoundError',
     'SourceError',
     'DatasetNotPreparedError',
+    'ShardsFailedError',
 ]
 
 
 _SUBPACKAGES = ('convert', 'specs', 'write', 'sources', 'cli', 'validation',
-                'stats')
+                'stats', 'parallel', 'resume')
 
 
 def __getattr__(name: str) -> Any:

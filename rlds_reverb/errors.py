@@ -40,3 +40,11 @@ class DatasetNotPreparedError(RldsReverbError, FileNotFoundError):
   We never download: preparing needs internet and can take hours, so the user
   prepares it elsewhere and copies it in.
   """
+
+
+class ResumeStateError(RldsReverbError, ValueError):
+  """A push's resume file is unreadable or records a different push."""
+
+
+class ShardsFailedError(RldsReverbError):
+  """One or more processes of a sharded push failed; says which and why."""

@@ -6,7 +6,12 @@
     ['/data/a', '/data/b']         -> the episodes of a, then those of b
     'name/config:1.2.0' + data_dir -> a TFDS catalog dataset prepared there
 
-Any of them takes a TFDS split, sliced or not ('train', 'train[:10%]').
+Any of them takes a TFDS split, sliced or not ('train', 'train[:10%]'), and
+a shard `(index, count)`: `tfds.even_splits` of the split, exact to the
+episode, so the `count` shards together are the split. TFDS reads a shard's
+episodes from the record files that hold them (skipping, not parsing, the
+records before its start in the first file): N shards cost about one read of
+the data in all, not N.
 Catalog datasets must already be prepared: preparing one needs internet and
 can take hours, which a loader should not start behind the user's back.
 """
@@ -15,7 +20,7 @@ import functools
 import importlib.resources
 import json
 import os
-from typing import List, Optional, Sequence, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 import tensorflow_datasets as tfds
@@ -30,8 +35,12 @@ _INFO_FILE = 'dataset_info.json'
 # a path is reported as a missing directory, not as an unknown catalog name.
 _PATH_PREFIXES = ('/', './', '../', '~')
 
+Shard = Tuple[int, int]  # (index, count): the index-th of count parts.
+
+
 def load(dataset: Union[str, Sequence[str]], split: str = 'train',
-         data_dir: Optional[str] = None) -> tf.data.Dataset:
+         data_dir: Optional[str] = None,
+         shard: Optional[Shard] = None) -> tf.data.Dataset:
   """The episodes of `dataset`'s `split`; several datasets are concatenated.
 
   Args:
@@ -40,6 +49,8 @@ def load(dataset: Union[str, Sequence[str]], split: str = 'train',
     split: a TFDS split, optionally sliced: 'train', 'train[:10%]', 'test[5:]'.
     data_dir: where catalog datasets are prepared (TFDS' default if None);
       ignored for directories.
+    shard: `(index, count)` to read only the index-th of `count` disjoint
+      parts of the split (of each source); None reads it all.
 
   Returns:
     A dataset of RLDS episodes, `{'steps': Dataset[step], **metadata}`, in
@@ -49,12 +60,25 @@ def load(dataset: Union[str, Sequence[str]], split: str = 'train',
     DatasetNotPreparedError: a catalog dataset is not prepared in the data dir.
     SourceError: no dataset given, not a TFDS directory, unreadable dataset
       info, unknown catalog name, unknown split, or datasets whose episode
-      specs cannot be concatenated.
+      specs cannot be concatenated, or a shard outside 0 <= index < count.
   """
   sources = _as_sources(dataset)
-  datasets = [_load_one(source, split, data_dir) for source in sources]
+  split_arg = shard_split(split, shard)
+  datasets = [_load_one(source, split_arg, data_dir) for source in sources]
   return functools.reduce(
       _concatenate, zip(sources[1:], datasets[1:]), datasets[0])
+
+
+def shard_split(split: str, shard: Optional[Shard]):
+  """The TFDS split argument for `shard` of `split` (`split` if None)."""
+  if shard is None:
+    return split
+  index, count = shard
+  if not 0 <= index < count:
+    raise errors.SourceError(
+        f'Shard {index}/{count} does not exist: the index must be in '
+        f'0..{count - 1}.')
+  return tfds.even_splits(split, count)[index]
 
 
 def bundled_dataset_dir() -> str:
@@ -174,13 +198,15 @@ def _catalog_builder(name: str, data_dir: Optional[str]):
   return builder, f"'{name}' in {root}"
 
 
-def _as_dataset(builder, split: str, where: str) -> tf.data.Dataset:
+def _as_dataset(builder, split, where: str) -> tf.data.Dataset:
+  """`split` is a split string or a shard of one (`tfds.even_splits`)."""
   try:
     return builder.as_dataset(split=split, shuffle_files=False)
   except (ValueError, KeyError, AssertionError) as e:
     available = ', '.join(sorted(builder.info.splits)) or 'none'
+    name = split if isinstance(split, str) else split.split  # A shard's.
     raise errors.SourceError(
-        f"Bad split '{split}' for {where}; available splits: {available} "
+        f"Bad split '{name}' for {where}; available splits: {available} "
         f'({_first_line(e)})') from e
 
 

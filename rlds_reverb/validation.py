@@ -50,6 +50,8 @@ class Report:
   problems: List[StepProblem]
   empty_episodes: List[int]
   flagged_invalid: List[int]
+  # Steps per episode, in order (not in `as_dict`: one number per episode).
+  lengths: List[int] = dataclasses.field(default_factory=list, repr=False)
 
   @property
   def malformed_episodes(self) -> List[int]:
@@ -78,17 +80,18 @@ def validate(rlds_data: tf.data.Dataset) -> Report:
       functools.partial(_episode_flags, flag_field=flag_field)).map(
           _check_episode)
   episodes = steps = 0
-  problems, empty, flagged = [], [], []
+  problems, empty, flagged, lengths = [], [], [], []
   for element in checked.prefetch(2).as_numpy_iterator():
     index, length, problem_steps, kinds, is_flagged = element
     episodes += 1
     steps += int(length)
+    lengths.append(int(length))
     if length == 0:
       empty.append(int(index))
     if is_flagged:
       flagged.append(int(index))
     problems.extend(_step_problems(int(index), problem_steps, kinds))
-  return Report(episodes, steps, problems, empty, flagged)
+  return Report(episodes, steps, problems, empty, flagged, lengths)
 
 
 def invalid_flag_field(episode_spec: Any) -> Optional[str]:

@@ -22,7 +22,10 @@ def start_server(tables: Sequence[reverb.Table], port=None) -> reverb.Server:
   return reverb.Server(list(tables), port=port)
 
 
-def address(server: reverb.Server) -> str:
+def address(server) -> str:
+  """'localhost:PORT' of a `reverb.Server`; an address string as it is."""
+  if isinstance(server, str):
+    return server
   return f'localhost:{server.port}'
 
 
@@ -30,8 +33,11 @@ def table_size(client: reverb.Client, table: str) -> int:
   return client.server_info(timeout=10)[table].current_size
 
 
-def drain(server: reverb.Server, table: str) -> List[Tuple[float, object]]:
-  """Every item of a signed fifo_table: (priority, data as numpy nest)."""
+def drain(server, table: str) -> List[Tuple[float, object]]:
+  """Every item of a signed fifo_table: (priority, data as numpy nest).
+
+  `server`: a `reverb.Server` or its address.
+  """
   client = reverb.Client(address(server))
   count = table_size(client, table)
   if count == 0:
@@ -57,3 +63,14 @@ def item_key(item) -> Tuple:
 def as_multiset(items) -> List[Tuple]:
   return sorted(item_key(item) for item in items)
 
+
+
+def observation_pairs(episodes) -> List[bytes]:
+  """Sorted observation bytes of every 2-step item of numpy episodes."""
+  return sorted(np.stack([e['observation'][i], e['observation'][i + 1]]).tobytes()
+                for e in episodes for i in range(len(e['reward']) - 1))
+
+
+def drained_pairs(server, table: str) -> List[bytes]:
+  """Sorted observation bytes of every item drained from a 2-step table."""
+  return sorted(data.observation.tobytes() for _, data in drain(server, table))

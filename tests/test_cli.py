@@ -117,17 +117,6 @@ def empty_server(server):
   return server
 
 
-def _pairs(episodes):
-  """Observations of every 2-step item TF-Agents' observer would write."""
-  return sorted(np.stack([e['observation'][i], e['observation'][i + 1]]).tobytes()
-                for e in episodes for i in range(len(e['reward']) - 1))
-
-
-def _drained_pairs(server, table):
-  return sorted(data.observation.tobytes()
-                for _, data in reverb_tables.drain(server, table))
-
-
 class TestValidate:
 
   def test_json_lists_every_problem(self, dirs):
@@ -169,14 +158,17 @@ class TestPush:
     assert result.returncode == 0, result.stderr
     counts = json.loads(result.stdout)
     assert set(counts) == {'episodes', 'trajectories', 'items',
-                           'skipped_episodes', 'seconds'}
+                           'skipped_episodes', 'resumed_after_episodes',
+                           'seconds'}
     # 6 items in each of the two tables.
     assert (counts['episodes'], counts['trajectories'], counts['items'],
             counts['skipped_episodes']) == (3, 9, 12, 0)
     client = reverb.Client(reverb_tables.address(empty_server))
     assert client.server_info(timeout=10)['a'].current_size == 6
-    assert _drained_pairs(empty_server, 'a') == _pairs(CLEAN)
-    assert _drained_pairs(empty_server, 'b') == _pairs(CLEAN)
+    assert (reverb_tables.drained_pairs(empty_server, 'a') ==
+            reverb_tables.observation_pairs(CLEAN))
+    assert (reverb_tables.drained_pairs(empty_server, 'b') ==
+            reverb_tables.observation_pairs(CLEAN))
 
   def test_skip_drops_malformed_and_flagged_episodes(self, dirs, empty_server):
     result = run_cli('push', '--dataset', dirs['mixed'],
@@ -189,10 +181,11 @@ class TestPush:
     assert ('skipping 2 malformed episode(s): episode 2 step 1 '
             '(terminal_not_last); episode 4 step 0 (episode_not_first)'
             in result.stderr)
-    assert _drained_pairs(empty_server, 'a') == _pairs([MIXED[0], MIXED[3]])
+    assert (reverb_tables.drained_pairs(empty_server, 'a') ==
+            reverb_tables.observation_pairs([MIXED[0], MIXED[3]]))
 
-  def test_malformed_episode_fails_with_its_position(self, dirs, empty_server):
-    """The flagged episode 1 is skipped; the error still names episode 2."""
+  def test_malformed_episode_fails_before_writing(self, dirs, empty_server):
+    """The dataset is checked whole first: the error names episode 2."""
     result = run_cli('push', '--dataset', dirs['mixed'],
                      '--server', reverb_tables.address(empty_server),
                      '--table', 'a')
@@ -201,7 +194,9 @@ class TestPush:
     [line] = error_lines(result.stderr)
     assert line.startswith('rlds-reverb: error: Terminal step must be the '
                            'last step of an episode. (episode 2, step 1)')
-    assert 'Before this error, 1 episodes' in line
+    assert ('2 malformed episode(s) in all, nothing was written' in line)
+    client = reverb.Client(reverb_tables.address(empty_server))
+    assert client.server_info(timeout=10)['a'].current_size == 0
 
   def test_dead_server_fails_in_one_line(self, dirs):
     result = run_cli('push', '--dataset', dirs['clean'], '--server',

@@ -25,6 +25,7 @@ EXPORTED = [
     'create_nstep_transition_spec',
     'NStepTransition',
     'load',
+    'push_shards',
     'RldsReverbError',
     'StepSpecError',
     'SignatureMismatchError',
@@ -33,6 +34,7 @@ EXPORTED = [
     'TableNotFoundError',
     'SourceError',
     'DatasetNotPreparedError',
+    'ShardsFailedError',
 ]
 
 DROP_INS = ['get_rlds_step_features', 'create_trajectory_data_spec',
@@ -40,7 +42,7 @@ DROP_INS = ['get_rlds_step_features', 'create_trajectory_data_spec',
 
 ERRORS = ['RldsReverbError', 'StepSpecError', 'SignatureMismatchError',
           'ReverbTimeoutError', 'ServerUnavailableError', 'TableNotFoundError',
-          'SourceError', 'DatasetNotPreparedError']
+          'SourceError', 'DatasetNotPreparedError', 'ShardsFailedError']
 
 
 def test_all_is_pinned():

@@ -22,15 +22,19 @@ def add_arguments(parser: argparse.ArgumentParser, required: bool = True,
                       help='TFDS data_dir for catalog names')
 
 
-def load(args: argparse.Namespace):
-  """The RLDS dataset the options name; an unreadable one is a usage error."""
+def load(args: argparse.Namespace, shard=None):
+  """The RLDS dataset the options name; an unreadable one is a usage error.
+
+  `shard` is `(index, count)` to read one part of it (`sources.load`).
+  """
   from rlds_reverb import sources  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   from rlds_reverb.errors import RldsReverbError  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   dataset = args.dataset
   if isinstance(dataset, list) and len(dataset) == 1:
     dataset = dataset[0]
   try:
-    return sources.load(dataset, split=args.split, data_dir=args.data_dir)
+    return sources.load(dataset, split=args.split, data_dir=args.data_dir,
+                        shard=shard)
   except (RldsReverbError, OSError, ValueError) as e:
     raise CliError(error_line(e), EXIT_USAGE) from e
 
@@ -52,3 +56,16 @@ def positive_int(text: str) -> int:
   if value < 1:
     raise argparse.ArgumentTypeError(f'must be >= 1, got {value}')
   return value
+
+
+def shard(text: str):
+  """argparse type: 'I/N' -> (I, N), the I-th (0-based) of N parts."""
+  try:
+    index, count = (int(part) for part in text.split('/'))
+  except ValueError as e:
+    raise argparse.ArgumentTypeError(
+        f"must be I/N, e.g. 0/4 for the first of 4 parts, got '{text}'") from e
+  if count < 1 or not 0 <= index < count:
+    raise argparse.ArgumentTypeError(
+        f"must have N >= 1 and 0 <= I < N, got '{text}'")
+  return index, count

@@ -11,10 +11,11 @@ class PushProgress:
   of its carriage returns.
   """
 
-  def __init__(self, enabled: Optional[bool] = None):
+  def __init__(self, enabled: Optional[bool] = None,
+               total: Optional[int] = None):
     if enabled is None:
       enabled = sys.stderr.isatty()
-    self._bar = _make_bar() if enabled else None
+    self._bar = _make_bar(total) if enabled else None
     self._steps = 0
 
   def on_confirmed(self, progress) -> None:
@@ -35,9 +36,9 @@ class PushProgress:
     self.close()
 
 
-def _make_bar():
+def _make_bar(total: Optional[int]):
   from tqdm import tqdm  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  return tqdm(desc='pushing', unit=' steps', file=sys.stderr,
+  return tqdm(desc='pushing', total=total, unit=' steps', file=sys.stderr,
               dynamic_ncols=True, leave=False)
 
 

@@ -19,7 +19,9 @@ from tf_agents.replay_buffers import reverb_utils
 from rlds_reverb import convert
 from rlds_reverb import specs
 from rlds_reverb.convert import nstep
+from rlds_reverb.errors import ReverbTimeoutError
 from rlds_reverb.specs import fields
+from rlds_reverb.write import capacity
 from rlds_reverb.write import items as items_lib
 from rlds_reverb.write import server as server_lib
 from rlds_reverb.write import writer as writer_lib
@@ -90,7 +92,8 @@ def push(
     ServerUnavailableError, TableNotFoundError, SignatureMismatchError: before
       writing anything.
     ReverbTimeoutError: the server stopped confirming (dead, or a blocking rate
-      limiter); the message says how much was confirmed.
+      limiter); the message says how much was confirmed, and a note names the
+      tables' rate limiters that can block.
     tf.errors.InvalidArgumentError: malformed episodes, as in conversion.
   """
   tables = [tables] if isinstance(tables, str) else list(tables)
@@ -121,12 +124,12 @@ def push_nstep_transitions(
   tables = [tables] if isinstance(tables, str) else list(tables)
   client, address = server_lib.connect(server)
   spec = nstep.create_nstep_transition_spec(rlds_data)
-  _check_tables(client, address, tables, spec, timeout)
+  infos = _check_tables(client, address, tables, spec, timeout)
   blocks = nstep.nstep_transition_blocks(rlds_data, n, discount)
   writer = writer_lib.SequenceWriter(
       client, tables, spec, items_lib.TransitionItems(), priority, address,
       timeout, on_confirmed=on_confirmed)
-  return _write_blocks(blocks, _transitions_of, writer, None, tables, address)
+  return _write_blocks(blocks, _transitions_of, writer, None, infos, address)
 
 
 def push_rlds_to_reverb(
@@ -199,8 +202,8 @@ def _call_per_trajectory(rlds_data, observer, policy_info_fn) -> int:
 def _push(rlds_data, client, address, tables, item_plan, priority,
           policy_info_fn, timeout_s, on_confirmed) -> PushResult:
   spec = specs.trajectory_spec(specs.steps_spec(rlds_data), policy_info_fn)
-  _check_tables(client, address, tables, specs.table_signature(spec),
-                timeout_s)
+  infos = _check_tables(client, address, tables, specs.table_signature(spec),
+                        timeout_s)
   writer_class = (writer_lib.EpisodeWriter
                   if isinstance(item_plan, items_lib.EpisodeItems)
                   else writer_lib.SequenceWriter)
@@ -209,15 +212,34 @@ def _push(rlds_data, client, address, tables, item_plan, priority,
   blocks = convert.trajectory_blocks(rlds_data, policy_info_fn)
   episode_items = (item_plan if isinstance(item_plan, items_lib.EpisodeItems)
                    else None)
-  return _write_blocks(blocks, _trajectory_of, writer, episode_items, tables,
+  return _write_blocks(blocks, _trajectory_of, writer, episode_items, infos,
                        address)
 
 
-def _check_tables(client, address, tables, item_spec, timeout_s) -> None:
-  """Server up, tables there, signatures equal to `item_spec`: before writing."""
+def check_tables(server: server_lib.ServerLike, tables: Sequence[str],
+                 trajectory_spec: Any, timeout: float = DEFAULT_TIMEOUT_S):
+  """What `push` checks before writing, for callers that check earlier.
+
+  Returns:
+    {table: reverb TableInfo}, for capacity checks (`capacity.warnings_for`).
+
+  Raises:
+    ServerUnavailableError, TableNotFoundError, SignatureMismatchError.
+  """
+  client, address = server_lib.connect(server)
+  return _check_tables(client, address, list(tables),
+                       specs.table_signature(trajectory_spec), timeout)
+
+
+def _check_tables(client, address, tables, item_spec, timeout_s):
+  """Server up, tables there, signatures equal to `item_spec`: before writing.
+
+  Returns the tables' `TableInfo`s.
+  """
   infos = server_lib.table_infos(client, address, tables, timeout_s)
   for table, info in infos.items():
     specs.check_item_signature(info.signature, item_spec, table)
+  return infos
 
 
 def _trajectory_of(block):
@@ -228,10 +250,11 @@ def _transitions_of(block):
   return block.transitions
 
 
-def _write_blocks(blocks, rows_of_block, writer, episode_items, tables,
+def _write_blocks(blocks, rows_of_block, writer, episode_items, infos,
                   address) -> PushResult:
-  """Writes every block; on any failure, confirms what was written and says so."""
+  """Writes every block; on a failure, confirms what was written, says so."""
   start = time.perf_counter()
+  tables = list(infos)
   skipped = skipped_trajectories = 0
   try:
     for block in blocks.prefetch(2).as_numpy_iterator():
@@ -245,10 +268,16 @@ def _write_blocks(blocks, rows_of_block, writer, episode_items, tables,
         skipped_trajectories += len(rows.step_type)
         continue
       writer.write_episode(rows)
+    progress = writer.close()
+  except ReverbTimeoutError as e:
+    blocking = capacity.blocking_limiters(infos)
+    if blocking:
+      e.add_note(f'Rate limiters there that block inserts until something '
+                 f'samples: {", ".join(blocking)}.')
+    raise
   except (tf.errors.OpError, ValueError) as e:
     _note_written(e, writer, tables, address)
     raise
-  progress = writer.close()
   return PushResult(progress.episodes, progress.trajectories, progress.items,
                     time.perf_counter() - start, skipped, skipped_trajectories)
 

@@ -1,0 +1,85 @@
+"""A Reverb server in its own process, for tests that kill or lose it.
+
+    python -m tests.server_process '[{"name": "q", "kind": "queue", "size": 3}]'
+
+Prints 'port N' once serving, then serves until killed or stdin closes.
+Kinds: 'fifo' (max_size, drainable: each item sampled once), 'queue' (size),
+'ratio' (SampleToInsertRatio: samples_per_insert, min_size, error_buffer).
+A table is signed for an RLDS dataset's trajectories when its config has
+'signed_for': a dataset directory; else unsigned (Reverb accepts any data).
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+
+HANG_GUARD_S = 120
+
+
+def _table(config):
+  import reverb  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  kind = config['kind']
+  if kind == 'queue':
+    limiter = reverb.rate_limiters.Queue(config['size'])
+  elif kind == 'ratio':
+    limiter = reverb.rate_limiters.SampleToInsertRatio(
+        config['samples_per_insert'], config['min_size'],
+        config['error_buffer'])
+  else:
+    limiter = reverb.rate_limiters.MinSize(1)
+  return reverb.Table(
+      name=config['name'], sampler=reverb.selectors.Fifo(),
+      remover=reverb.selectors.Fifo(),
+      max_size=config.get('max_size', config.get('size', 10**6)),
+      rate_limiter=limiter, max_times_sampled=1 if kind == 'fifo' else 0,
+      signature=_signature(config.get('signed_for')))
+
+
+def _signature(dataset_dir):
+  if dataset_dir is None:
+    return None
+  import rlds_reverb  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  spec = rlds_reverb.create_trajectory_data_spec(rlds_reverb.load(dataset_dir))
+  return rlds_reverb.specs.table_signature(spec)
+
+
+def main(configs) -> None:
+  import reverb  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  server = reverb.Server([_table(config) for config in configs])
+  print(f'port {server.port}', flush=True)
+  sys.stdin.read()  # Until the test closes stdin (or kills us).
+  server.stop()
+
+
+class ServerProcess:
+  """Starts `main` in a subprocess; `address`, `kill()`, a context manager."""
+
+  def __init__(self, configs):
+    self.process = subprocess.Popen(
+        [sys.executable, '-m', 'tests.server_process', json.dumps(configs)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    line = self.process.stdout.readline()
+    if not line.startswith('port '):
+      self.kill()
+      raise RuntimeError(f'server process did not start: {line!r} '
+                         f'{self.process.stderr.read()}')
+    self.address = f'localhost:{int(line.split()[1])}'
+
+  def kill(self) -> None:
+    if self.process.poll() is None:
+      self.process.kill()
+    self.process.communicate(timeout=HANG_GUARD_S)
+
+  def __enter__(self) -> 'ServerProcess':
+    return self
+
+  def __exit__(self, *exc_info) -> None:
+    self.kill()
+
+
+if __name__ == '__main__':
+  main(json.loads(sys.argv[1]))

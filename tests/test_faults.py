@@ -1,0 +1,229 @@
+"""Faults during `rlds-reverb push`: servers in their own processes, killed.
+
+Each case runs the real command against a Reverb server subprocess
+(`tests.server_process`) and reads the table back. What must hold:
+  * the push never hangs, and a failure is one line naming what and where;
+  * a success means every item is in the table;
+  * with --resume, a push killed by SIGKILL and run again loses no episode
+    and writes again at most what was in flight after the last confirmation.
+"""
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import reverb
+
+from rlds_reverb.write import writer as writer_lib
+from tests import reverb_tables
+from tests import rlds_data
+from tests.server_process import ServerProcess
+from tests.test_cli import CLEAN, HANG_GUARD_S, error_lines, run_cli, write_tfds
+
+# Long enough that a push is still writing when the test acts on it: 30,000
+# steps, several confirmations (every CONFIRM_EVERY_ROWS rows).
+LONG = [rlds_data.flat_episode(250, seed=100 + i, terminal=i % 2 == 0)
+        for i in range(120)]
+POLL_S = 0.01
+
+
+@pytest.fixture(scope='module')
+def dirs(tmp_path_factory):
+  root = tmp_path_factory.mktemp('tfds')
+  return {'clean': write_tfds(root, 'clean_rlds', CLEAN),
+          'long': write_tfds(root, 'long_rlds', LONG)}
+
+
+def _start_push(*args):
+  return subprocess.Popen(
+      [sys.executable, '-m', 'rlds_reverb', 'push', *map(str, args)],
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_confirmed(state_path: pathlib.Path, push) -> dict:
+  """The resume file's state once it shows confirmed, unfinished progress."""
+  deadline = time.monotonic() + HANG_GUARD_S
+  while time.monotonic() < deadline:
+    if state_path.exists():
+      state = json.loads(state_path.read_text())
+      if state['confirmed_episodes'] > 0 and not state['complete']:
+        return state
+    if push.poll() is not None:
+      raise AssertionError(f'push ended before the test could act: '
+                           f'{push.communicate()}')
+    time.sleep(POLL_S)
+  raise AssertionError('no confirmed progress within the hang guard')
+
+
+def test_unreachable_server_fails_within_timeout_naming_it(dirs):
+  """A blackholed address (no refusal, no answer): fails after --timeout."""
+  result = run_cli('push', '--dataset', dirs['clean'], '--server',
+                   '10.255.255.1:8000', '--table', 'replay', '--timeout', '2')
+  assert result.returncode == 1
+  [line] = error_lines(result.stderr)
+  assert 'No Reverb server answered at 10.255.255.1:8000 within 2 s' in line
+
+
+def test_server_killed_mid_push_fails_naming_confirmed_episodes(dirs, tmp_path):
+  state_path = tmp_path / 'state.json'
+  with ServerProcess([{'name': 'replay', 'kind': 'fifo',
+                       'signed_for': dirs['long']}]) as server:
+    push = _start_push('--dataset', dirs['long'], '--server', server.address,
+                       '--table', 'replay', '--timeout', '3',
+                       '--resume', state_path)
+    _wait_for_confirmed(state_path, push)
+    server.kill()
+    _, stderr = push.communicate(timeout=HANG_GUARD_S)
+  assert push.returncode == 1
+  [line] = error_lines(stderr)
+  state = json.loads(state_path.read_text())
+  confirmed = state['confirmed_episodes']
+  assert 0 < confirmed < len(LONG)
+  assert f'did not confirm items for table \'replay\' within 3 s' in line
+  assert f'Confirmed before: {confirmed} episodes' in line
+  assert f'Progress is saved in {state_path}' in line
+
+
+def test_killed_push_resumes_without_losing_an_episode(dirs, tmp_path):
+  """SIGKILL mid-push, run again: every item there, repeats bounded."""
+  state_path = tmp_path / 'state.json'
+  args = ['--dataset', dirs['long'], '--table', 'replay', '--timeout', '30',
+          '--resume', state_path, '--json']
+  with ServerProcess([{'name': 'replay', 'kind': 'fifo',
+                       'signed_for': dirs['long']}]) as server:
+    push = _start_push('--server', server.address, *args)
+    killed_at = _wait_for_confirmed(state_path, push)
+    push.send_signal(signal.SIGKILL)
+    push.communicate(timeout=HANG_GUARD_S)
+    state = json.loads(state_path.read_text())
+    assert state['confirmed_episodes'] >= killed_at['confirmed_episodes']
+    assert not state['complete']
+
+    again = run_cli('push', '--server', server.address, *args)
+    assert again.returncode == 0, again.stderr
+    summary = json.loads(again.stdout)
+    assert summary['resumed_after_episodes'] == state['confirmed_episodes']
+    assert (summary['resumed_after_episodes'] + summary['episodes'] ==
+            len(LONG))
+    assert json.loads(state_path.read_text())['complete']
+    drained = reverb_tables.drained_pairs(server.address, 'replay')
+
+  expected = reverb_tables.observation_pairs(LONG)
+  assert set(expected) <= set(drained)  # No episode lost.
+  repeated = len(drained) - len(expected)
+  # Only the episodes after the last confirmation can be written twice.
+  assert set(drained) == set(expected)
+  assert repeated < writer_lib.CONFIRM_EVERY_ROWS + 250
+
+
+def test_running_a_complete_push_again_writes_nothing(dirs, tmp_path):
+  state_path = tmp_path / 'state.json'
+  with ServerProcess([{'name': 'replay', 'kind': 'fifo',
+                       'signed_for': dirs['clean']}]) as server:
+    args = ['push', '--dataset', dirs['clean'], '--server', server.address,
+            '--table', 'replay', '--resume', state_path, '--json']
+    first = run_cli(*args)
+    second = run_cli(*args)
+    assert (first.returncode, second.returncode) == (0, 0), second.stderr
+    assert json.loads(second.stdout)['items'] == 0
+    assert 'says this push is complete' in second.stderr
+    assert (reverb_tables.drained_pairs(server.address, 'replay') ==
+            reverb_tables.observation_pairs(CLEAN))
+    other = run_cli(*args, '--sequence-length', '3')
+  assert other.returncode == 2
+  [line] = error_lines(other.stderr)
+  assert f'Resume file {state_path} records another push' in line
+  assert 'sequence_length was 2, now 3' in line
+
+
+@pytest.fixture(scope='module')
+def limited_server(dirs):
+  """'small' keeps 5 items, 'queue' takes 3, 'ratio' 4 without sampling."""
+  with ServerProcess([
+      {'name': 'small', 'kind': 'fifo', 'max_size': 5},
+      {'name': 'queue', 'kind': 'queue', 'size': 3},
+      {'name': 'ratio', 'kind': 'ratio', 'samples_per_insert': 2.0,
+       'min_size': 1, 'error_buffer': 6.0},
+  ]) as server:
+    yield server
+
+
+def test_too_small_table_warns_before_writing(dirs, limited_server):
+  result = run_cli('push', '--dataset', dirs['clean'], '--server',
+                   limited_server.address, '--table', 'small', '--json')
+  assert result.returncode == 0, result.stderr
+  assert ("rlds-reverb: warning: table 'small' holds at most 5 items and has "
+          "0; this push writes 6, so Reverb will silently remove 1 of the "
+          "oldest." in result.stderr)
+  assert json.loads(result.stdout)['items'] == 6
+  info = reverb.Client(limited_server.address).server_info(timeout=10)
+  assert info['small'].current_size == 5
+
+
+@pytest.mark.parametrize('table, limiter, headroom', [
+    ('queue', 'Queue(3)', 3),
+    ('ratio', 'SampleToInsertRatio(samples_per_insert=2, min_size_to_sample=1, '
+              'min_diff=-4, max_diff=8)', 4),
+])
+def test_blocking_rate_limiter_warns_then_fails_after_timeout(
+    dirs, limited_server, table, limiter, headroom):
+  result = run_cli('push', '--dataset', dirs['clean'], '--server',
+                   limited_server.address, '--table', table, '--timeout', '2')
+  assert result.returncode == 1
+  assert (f"rlds-reverb: warning: table '{table}' has rate limiter {limiter}, "
+          f'which blocks inserts after {headroom} more items until something '
+          f'samples; this push writes 6' in result.stderr)
+  [line] = error_lines(result.stderr)
+  assert f"did not confirm items for table '{table}' within 2 s" in line
+  assert f"table '{table}' ({limiter})" in line
+  info = reverb.Client(limited_server.address).server_info(timeout=10)
+  assert info[table].current_size == headroom
+
+
+def _corrupt_second_record(version_dir: str) -> None:
+  [records] = pathlib.Path(version_dir).glob('*.tfrecord*')
+  data = bytearray(records.read_bytes())
+  middle = len(data) // 2
+  data[middle:middle + 8] = bytes(8 * [0xFF])
+  records.write_bytes(bytes(data))
+
+
+def _write_stepless(root) -> str:
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  builder = tfds.dataset_builders.store_as_tfds_dataset(
+      name='stepless', version='1.0.0',
+      features=tfds.features.FeaturesDict(
+          {'x': tfds.features.Scalar(dtype=np.int64)}),
+      split_datasets={'train': [(0, {'x': 1})]}, data_dir=str(root),
+      disable_shuffling=True)
+  return str(builder.data_dir)
+
+
+def test_bad_input_is_one_line_and_writes_nothing(dirs, tmp_path):
+  corrupt = write_tfds(tmp_path / 'corrupt', 'clean_rlds', CLEAN)
+  _corrupt_second_record(corrupt)
+  cases = [  # (dataset, table, exit code, text in the error line)
+      (str(tmp_path), 'replay', 2, 'is not a TFDS dataset directory'),
+      (corrupt, 'replay', 1, 'nothing was written'),
+      (_write_stepless(tmp_path / 'stepless'), 'replay', 2, 'steps'),
+      (dirs['clean'], 'cartpole', 1, 'table signature spec should match'),
+  ]
+  with ServerProcess([
+      {'name': 'replay', 'kind': 'fifo', 'signed_for': dirs['clean']},
+      {'name': 'cartpole', 'kind': 'fifo', 'signed_for': 'bundled:cartpole'},
+  ]) as server:
+    for dataset, table, exit_code, text in cases:
+      result = run_cli('push', '--dataset', dataset, '--server',
+                       server.address, '--table', table)
+      assert result.returncode == exit_code, (dataset, result.stderr)
+      [line] = error_lines(result.stderr)
+      assert text in line, line
+      assert 'Traceback' not in result.stderr
+      info = reverb.Client(server.address).server_info(timeout=10)
+      assert info[table].current_size == 0, (dataset, line)

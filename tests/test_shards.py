@@ -1,0 +1,126 @@
+"""Sharded pushes: `load(shard=...)`, `push --shard/--workers`, `push_shards`.
+
+The N shards of a dataset must together be exactly the dataset: checked on
+the episodes read back from the sources, and on the items read back from a
+real table after pushing through N worker processes.
+"""
+
+import json
+
+import pytest
+import reverb
+
+import rlds_reverb
+from rlds_reverb import specs
+from tests import reverb_tables
+from tests import rlds_data
+from tests.test_cli import error_lines, run_cli, write_tfds
+
+# 7 episodes of 2..8 steps: shards of 2 and 3 are uneven.
+EPISODES = [rlds_data.flat_episode(n, seed=200 + n) for n in range(2, 9)]
+
+
+def _first_observations(rlds_data_set):
+  """Each episode's first observation bytes, in read order."""
+  return [next(iter(episode['steps']))['observation'].numpy().tobytes()
+          for episode in rlds_data_set]
+
+
+@pytest.fixture(scope='module')
+def dataset_dir(tmp_path_factory):
+  return write_tfds(tmp_path_factory.mktemp('tfds'), 'seven_rlds', EPISODES)
+
+
+@pytest.fixture
+def server(dataset_dir):
+  spec = rlds_reverb.create_trajectory_data_spec(rlds_reverb.load(dataset_dir))
+  server = reverb_tables.start_server(
+      [reverb_tables.fifo_table('a', specs.table_signature(spec))])
+  yield server
+  server.stop()
+
+
+@pytest.mark.parametrize('count', [1, 2, 3, 7])
+def test_shards_together_are_exactly_the_dataset(dataset_dir, count):
+  whole = _first_observations(rlds_reverb.load(dataset_dir))
+  shards = [_first_observations(rlds_reverb.load(dataset_dir, shard=(i, count)))
+            for i in range(count)]
+  assert [episode for shard in shards for episode in shard] == whole
+  assert max(map(len, shards)) - min(map(len, shards)) <= 1
+
+
+def test_shards_of_several_sources_and_a_sliced_split(dataset_dir):
+  sources = [dataset_dir, dataset_dir]  # Read twice: two sources, one spec.
+  whole = sorted(_first_observations(rlds_reverb.load(sources,
+                                                      split='train[:5]')))
+  shards = [_first_observations(rlds_reverb.load(sources, split='train[:5]',
+                                                 shard=(i, 2)))
+            for i in range(2)]
+  assert sorted(shards[0] + shards[1]) == whole
+  assert len(whole) == 5 + 5
+
+
+def test_shard_outside_the_count_is_an_error(dataset_dir):
+  with pytest.raises(rlds_reverb.SourceError,
+                     match=r'Shard 2/2 does not exist: the index must '
+                           r'be in 0..1'):
+    rlds_reverb.load(dataset_dir, shard=(2, 2))
+  result = run_cli('push', '--dataset', dataset_dir, '--server', 'localhost:1',
+                   '--table', 'a', '--shard', '2/2')
+  assert result.returncode == 2
+  assert "argument --shard: must have N >= 1 and 0 <= I < N, got '2/2'" in (
+      result.stderr)
+
+
+def test_one_shard_pushes_its_part_only(dataset_dir, server):
+  result = run_cli('push', '--dataset', dataset_dir, '--server',
+                   reverb_tables.address(server), '--table', 'a',
+                   '--shard', '0/2', '--json')
+  assert result.returncode == 0, result.stderr
+  first_half = EPISODES[:4]  # even_splits gives the remainder to the first.
+  assert json.loads(result.stdout)['episodes'] == 4
+  assert (reverb_tables.drained_pairs(server, 'a') ==
+          reverb_tables.observation_pairs(first_half))
+
+
+def test_workers_push_every_shard_into_one_table(dataset_dir, server, tmp_path):
+  state = tmp_path / 'state.json'
+  result = run_cli('push', '--dataset', dataset_dir, '--server',
+                   reverb_tables.address(server), '--table', 'a',
+                   '--workers', '2', '--resume', state, '--json')
+  assert result.returncode == 0, result.stderr
+  summary = json.loads(result.stdout)
+  assert (summary['workers'], summary['episodes'], summary['trajectories'],
+          summary['items']) == (2, 7, 35, 28)
+  assert (reverb_tables.drained_pairs(server, 'a') ==
+          reverb_tables.observation_pairs(EPISODES))
+  for index in range(2):
+    saved = json.loads((tmp_path / f'state.{index}-of-2.json').read_text())
+    assert saved['complete'] and saved['key']['shard'] == f'{index}/2'
+
+
+def test_workers_report_each_failed_shard(dataset_dir, server):
+  result = run_cli('push', '--dataset', dataset_dir, '--server',
+                   reverb_tables.address(server), '--table', 'missing',
+                   '--workers', '2')
+  assert result.returncode == 1
+  [line] = error_lines(result.stderr)
+  assert line.startswith('rlds-reverb: error: 2 of 2 workers failed: shard '
+                         "0/2: Reverb server at")
+  assert "no table 'missing'" in line and 'shard 1/2:' in line
+
+
+def test_push_shards_from_python(dataset_dir, server):
+  result = rlds_reverb.push_shards(
+      dataset_dir, reverb_tables.address(server), 'a', workers=2,
+      sequence_length=2, timeout=30)
+  assert (result.episodes, result.trajectories, result.items) == (7, 35, 28)
+  assert (reverb_tables.drained_pairs(server, 'a') ==
+          reverb_tables.observation_pairs(EPISODES))
+  with pytest.raises(rlds_reverb.ShardsFailedError,
+                     match=r"2 of 2 shards failed: shard 0/2: "
+                           r"TableNotFoundError: .*no table 'b'"):
+    rlds_reverb.push_shards(dataset_dir, reverb_tables.address(server), 'b',
+                            workers=2)
+  client = reverb.Client(reverb_tables.address(server))
+  assert client.server_info(timeout=10)['a'].current_size == 0
