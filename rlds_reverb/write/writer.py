@@ -13,6 +13,7 @@ server; only `flush(timeout_ms=...)` does. So every writer here:
 """
 
 import dataclasses
+import functools
 from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
@@ -97,10 +98,14 @@ class _Writer:
     return self.progress
 
   def _flush(self, block_until_num_items: int) -> None:
+    self._wait(functools.partial(self._writer.flush, block_until_num_items))
+
+  def _wait(self, blocking_call) -> None:
+    """`blocking_call(timeout_ms=...)`; a timeout ends this writer."""
     if self._failure is not None:
       raise self._failure
     try:
-      self._writer.flush(block_until_num_items, timeout_ms=self._timeout_ms)
+      blocking_call(timeout_ms=self._timeout_ms)
     except reverb.errors.DeadlineExceededError as e:
       tables = ', '.join(repr(t) for t in self._tables)
       self._failure = ReverbTimeoutError(
@@ -127,10 +132,13 @@ class _Writer:
 class SequenceWriter(_Writer):
   """Fixed-length items through Reverb's structured writer.
 
-  Each row carries, besides the trajectory's leaves, a marker column that is 1
-  where an item ends (from the item plan); one config per table makes the
-  item of the last L rows there (the last row alone, without a time axis, for
-  squeezed plans). The marker is not part of the item.
+  An episode's rows (its trajectories, then the plan's pad rows) are appended,
+  then the episode is ended, which resets Reverb's step index and waits for
+  its items. One config per table makes the item of the last L rows (the last
+  row alone, without a time axis, for squeezed plans) at every row r with
+  r >= L - 1 and (r - (L - 1)) % S == 0: exactly the plan's item ends
+  (`items.SequenceItems`). Conditions on the step index cost Reverb far less
+  than one on a data column (measured: about 12,000 against 8,000 rows/s).
   """
 
   def __init__(self, client: reverb.Client, tables: Sequence[str],
@@ -138,8 +146,7 @@ class SequenceWriter(_Writer):
                item_plan: Union[items_lib.SequenceItems,
                                 items_lib.TransitionItems],
                priority: float, address: str, timeout_s: float, **kwargs):
-    num_leaves = len(tree.flatten(spec_structure))
-    step = list(range(num_leaves + 1))
+    step = list(range(len(tree.flatten(spec_structure))))
     length = item_plan.sequence_length
     if item_plan.squeeze:
       select = lambda column: column[-1]
@@ -147,9 +154,12 @@ class SequenceWriter(_Writer):
       select = lambda column: column[-length:]
     pattern = structured.pattern_from_transform(
         step, lambda ref: tree.unflatten_as(
-            spec_structure, [select(column) for column in ref[:num_leaves]]))
-    conditions = [structured.Condition.step_index() >= length - 1,
-                  structured.Condition.data(step)[num_leaves] == 1]
+            spec_structure, [select(column) for column in ref]))
+    conditions = [structured.Condition.step_index() >= length - 1]
+    stride = getattr(item_plan, 'stride_length', 1)
+    if stride > 1:
+      conditions.append(
+          structured.Condition.step_index() % stride == (length - 1) % stride)
     configs = [structured.create_config(
         pattern, table, conditions,
         structured.constant_priority_fn(float(priority))) for table in tables]
@@ -165,16 +175,29 @@ class SequenceWriter(_Writer):
     if plan.num_pad_rows:
       pad = rows_lib.pad_columns(block, plan.num_pad_rows)
       columns = [np.concatenate([c, p]) for c, p in zip(columns, pad)]
-    markers = np.zeros(num_steps + plan.num_pad_rows, np.int32)
-    markers[plan.item_ends] = 1
-    flush_after = self._flush_points(markers * len(self._tables)).tolist()
-    columns.append(markers)
-    append = self._writer.append
+    items_per_row = np.zeros(num_steps + plan.num_pad_rows, np.int64)
+    items_per_row[plan.item_ends] = len(self._tables)
+    flush_after = self._flush_points(items_per_row).tolist()
+    append = _flat_append(self._writer)
     for row, flush in zip(zip(*columns), flush_after):
       append(row)
       if flush:
         self._flush_pending()
-    self._episode_done(num_steps, len(markers))
+    self._wait(self._writer.end_episode)
+    self._unflushed_items = 0  # end_episode waited for every item.
+    self._episode_done(num_steps, len(items_per_row))
+
+
+def _flat_append(writer: structured.StructuredWriter):
+  """The C++ writer's `Append` of flat rows, else the Python wrapper's.
+
+  `StructuredWriter.append` flattens each row with `tree.flatten` and keeps
+  its structure for error messages; our rows are flat already and their
+  columns come from the checked spec. dm-reverb 0.14 keeps the pybind writer
+  in `_writer`; any other version takes the public path.
+  """
+  raw = getattr(writer, '_writer', None)
+  return getattr(raw, 'Append', None) or writer.append
 
 
 class EpisodeWriter(_Writer):
