@@ -5,15 +5,19 @@ of 2 steps with stride 1 (TF-Agents' `ReverbAddTrajectoryObserver(2)`):
 
   tf_agents   `rlds_to_reverb.push_rlds_to_reverb` + the observer's flush.
   raw writer  Reverb's structured writer appending pre-made numpy rows of the
-              same trajectory structure (made before timing), creating the same
-              items, flushed in the same bounded batches (24 pending) so that
-              it is as safe as ours, and fully at the end.
-  rlds_reverb `rlds_reverb.push` (conversion included).
+              same trajectory structure (made before timing) through its
+              public `append`, creating the same items, flushed in the same
+              bounded batches (24 pending) so that it is as safe as ours, and
+              fully at the end.
+  rlds_reverb `rlds_reverb.push` (conversion included; it hands flat rows to
+              the C++ writer's `Append`, skipping `append`'s flattening).
 
 Each writes into an empty table on one in-process server, the three taking
 turns round after round so that they share the machine's noise; the item count
-is checked after every run. Then peak RSS of `rlds_reverb.push` over a streamed dataset of 10 and
-of 100 episodes, each in a fresh process.
+is checked after every run. Then the time of a push of 1 episode of 10 steps:
+what every push costs whatever its size (building the pipeline, checking the
+server, confirming). Then peak RSS of `rlds_reverb.push` over a streamed
+dataset of 10 and of 100 episodes, each in a fresh process.
 
     python benchmarks/push_throughput.py [--repeats 3] [--skip-rss]
 """
@@ -100,6 +104,13 @@ def measure(writers, client, expected_items, repeats):
           for name, _ in writers]
 
 
+def fixed_cost(client, repeats: int) -> float:
+  """Median seconds of `rlds_reverb.push` of a tiny dataset."""
+  tiny = common.in_memory_rlds(1, 10).cache()
+  push_rlds_reverb(tiny, client)  # Warm up.
+  return common.timed(lambda: push_rlds_reverb(tiny, client), repeats)[0]
+
+
 def rss_child(num_episodes: int, steps: int) -> None:
   """In a fresh process: push a streamed dataset, print peak RSS in MiB.
 
@@ -147,6 +158,7 @@ def main():
        lambda: push_raw_writer(episodes, client, structure)),
       ('rlds_reverb.push', lambda: push_rlds_reverb(data, client)),
   ], client, expected_items, args.repeats)
+  fixed_seconds = fixed_cost(client, args.repeats)
   server.stop()
   print(f'machine: {common.machine()}')
   print(f'data: {args.episodes} episodes x {args.steps} steps, observation '
@@ -158,6 +170,8 @@ def main():
   ours = rows[2][1]
   print(f'rlds_reverb / tf_agents:      {ours / rows[0][1]:.1f}x')
   print(f'rlds_reverb / raw writer:     {100 * ours / rows[1][1]:.0f}%')
+  print(f'rlds_reverb.push of 1 episode x 10 steps: {fixed_seconds:.3f} s '
+        f'(the cost of any push: pipeline, checks, final confirmation)')
   if not args.skip_rss:
     small, large = peak_rss(10, args.steps), peak_rss(100, args.steps)
     print(f'peak RSS, streamed: 10 episodes {small:.0f} MiB, 100 episodes '

@@ -250,6 +250,18 @@ def _transitions_of(block):
   return block.transitions
 
 
+def _fixed_pipeline(blocks: tf.data.Dataset) -> tf.data.Dataset:
+  """Two blocks prefetched, tf.data's autotuning off.
+
+  Every stage already has a fixed parallelism, so autotuning has nothing to
+  tune; its model thread only costs: deleting the iterator at the end of a
+  push waited up to 0.46 s for it in 3 of 10 pushes of 20,000 steps here.
+  """
+  options = tf.data.Options()
+  options.autotune.enabled = False
+  return blocks.prefetch(2).with_options(options)
+
+
 def _write_blocks(blocks, rows_of_block, writer, episode_items, infos,
                   address) -> PushResult:
   """Writes every block; on a failure, confirms what was written, says so."""
@@ -257,7 +269,7 @@ def _write_blocks(blocks, rows_of_block, writer, episode_items, infos,
   tables = list(infos)
   skipped = skipped_trajectories = 0
   try:
-    for block in blocks.prefetch(2).as_numpy_iterator():
+    for block in _fixed_pipeline(blocks).as_numpy_iterator():
       rows = rows_of_block(block)
       if episode_items is not None and not episode_items.fits(
           len(rows.step_type)):
