@@ -3,16 +3,16 @@
     episodes --enumerate--> (index, episode)
              --interleave, in order: steps.batch(all)--> (index, steps[T])
                                                   (empty episodes vanish)
-             --> DenseEpisode(index, steps[T], next_step)
+             --> DenseEpisode(index, steps[T])
 
 Every episode must begin with `is_first` (checked by the converter), so the
 step after an episode's last one is always a first step. Step types and checks
-then need nothing from the next episode, and `next_step` is the pad step: zeros
-with `is_first=True`, exactly what ends the data.
+then need nothing from the next episode: a `DenseEpisode` holds one episode.
 
 Only `policy_info_fn` sees the next step's values; for it, `pair_episodes`
 holds each episode back until the next one arrives (a scan, ~1 ms per episode)
-and `next_step` is the next episode's real first step. Memory: two episodes.
+and sets `next_step` to the next episode's first step, or to the pad step
+(zeros with `is_first=True`) after the last episode. Memory: two episodes.
 
 Reading the steps one by one is the costliest part of the conversion (~5 µs
 per step here), so `_PARALLEL_EPISODES` episodes are read at once, in order.
@@ -21,7 +21,6 @@ by tf.data into one op that allocates the whole batch size up front and never
 returns.
 """
 
-import functools
 from typing import Any, Dict, NamedTuple
 
 import tensorflow as tf
@@ -40,7 +39,8 @@ class DenseEpisode(NamedTuple):
   """One episode as tensors with a leading time axis."""
   index: tf.Tensor  # int64 position of the episode in the dataset, 0-based.
   steps: Dict[str, Any]  # Every field with shape [T, ...], T >= 1.
-  next_step: Dict[str, Any]  # The step that follows the episode's last one.
+  # With `pair_episodes` only: the step after the episode's last one.
+  next_step: Any = ()
 
 
 def dense_episodes(
@@ -53,13 +53,11 @@ def dense_episodes(
   Args:
     rlds_data: RLDS episodes.
     step_spec: the validated element spec of their steps.
-    pair_episodes: give each episode the next episode's first step as
-      `next_step` (else the pad step).
+    pair_episodes: give each episode the step after its last one as
+      `next_step` (else `next_step` is `()`).
   """
-  pad_step = tf.nest.map_structure(lambda x: x[0], _pad_steps(step_spec))
   if not pair_episodes:
-    return _read_in_order(rlds_data, functools.partial(
-        _dense_episode, next_step=pad_step))
+    return _read_in_order(rlds_data, _dense_episode)
   with_pad = _read_in_order(rlds_data, _indexed_steps).concatenate(
       tf.data.Dataset.from_tensors(
           (tf.constant(_PAD_INDEX, tf.int64), _pad_steps(step_spec))))
@@ -85,12 +83,11 @@ def _indexed_steps(index, episode) -> tf.data.Dataset:
       episode[fields.STEPS].batch(WHOLE_EPISODE)))
 
 
-def _dense_episode(index, episode, next_step) -> tf.data.Dataset:
-  """`_indexed_steps` as a `DenseEpisode` followed by `next_step`."""
+def _dense_episode(index, episode) -> tf.data.Dataset:
+  """`_indexed_steps` as a `DenseEpisode` without `next_step`."""
   return tf.data.Dataset.zip(DenseEpisode(
       tf.data.Dataset.from_tensors(index),
-      episode[fields.STEPS].batch(WHOLE_EPISODE),
-      tf.data.Dataset.from_tensors(next_step)))
+      episode[fields.STEPS].batch(WHOLE_EPISODE)))
 
 
 def _zero_steps(step_spec: Dict[str, Any], length: int) -> Dict[str, Any]:

@@ -1,8 +1,9 @@
 """RLDS episodes to TF-Agents trajectories, one episode at a time.
 
-    DenseEpisode(index, steps[T], next_step)
-      -> next_steps = steps[1:] + next_step      (the overlapping pairs)
-      -> types, discounts, checks on [T] vectors (step_types)
+    DenseEpisode(index, steps[T])
+      -> types, discounts, checks on [T] vectors (step_types); the step after
+         the last is a first step, so an episode alone decides them
+      -> policy_info_fn only: next_steps = steps[1:] + next_step (the pairs)
       -> TrajectoryBlock(index, Trajectory[T])
       -> unbatch: one Trajectory per RLDS step
 
@@ -95,8 +96,9 @@ def _to_block(episode: episodes_lib.DenseEpisode, policy_info_fn):
   """The trajectories of one episode; the checks run before they are used.
 
   Types and checks take a first step after the last step, even when
-  `next_step` is the next episode's: that episode's own check reports a missing
-  `is_first`, so errors are the same with or without `policy_info_fn`.
+  `next_step` (given for `policy_info_fn` only) is the next episode's: that
+  episode's own check reports a missing `is_first`, so errors are the same
+  with or without `policy_info_fn`.
   """
   steps = episode.steps
   types = step_types.classify_episode(
