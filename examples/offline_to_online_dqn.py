@@ -31,21 +31,16 @@ mixed-quality dataset is modest; see examples/README.md for measured runs.
 """
 
 import argparse
-import contextlib
 import dataclasses
 import functools
-import io
 import os
 import random
 import sys
 import time
-import warnings
 
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')  # Before TensorFlow loads.
-warnings.filterwarnings('ignore', category=DeprecationWarning)
-warnings.filterwarnings('ignore', category=UserWarning)
-with contextlib.redirect_stderr(io.StringIO()):  # gym's notice on import.
-  import gym  # pylint: disable=g-import-not-at-top,unused-import
+from rlds_reverb import quiet
+
+quiet.silence()  # Before TensorFlow and gym load.
 
 import numpy as np  # pylint: disable=g-import-not-at-top
 import reverb  # pylint: disable=g-import-not-at-top
@@ -139,7 +134,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                       default='ddqn' if defaults.double_q else 'dqn',
                       help='DqnAgent or DdqnAgent (double Q-learning)')
   parser.add_argument('--verbose', action='store_true',
-                      help="show Reverb's own log lines")
+                      help="show TensorFlow's and Reverb's own log lines")
   return parser.parse_args(argv)
 
 
@@ -150,12 +145,6 @@ def budget_from(args: argparse.Namespace) -> Budget:
                             'eval_episodes')
                if getattr(args, name) is not None}
   return dataclasses.replace(budget, **overrides)
-
-
-def quiet_tensorflow() -> None:
-  """TensorFlow's Python logger (deprecation notes) at errors only."""
-  tf.get_logger().setLevel('ERROR')
-  tf.autograph.set_verbosity(0)
 
 
 def seed_everything(seed: int) -> None:
@@ -257,7 +246,7 @@ def run(args: argparse.Namespace) -> dict:
   hp = Hyperparameters(gamma=args.gamma, learning_rate=args.learning_rate,
                        target_update_period=args.target_update_period,
                        double_q=args.agent == 'ddqn')
-  quiet_tensorflow()
+  quiet.quiet_absl()
   seed_everything(args.seed)
   started = time.perf_counter()
 
@@ -369,30 +358,9 @@ def write_plot(path: str, points, random_return: float, budget: Budget):
   plt.close(figure)
 
 
-@contextlib.contextmanager
-def native_stderr_silenced(enabled: bool):
-  """Reverb's C++ log lines (fd 2) go to /dev/null; Python's stderr stays."""
-  if not enabled:
-    yield
-    return
-  sys.stderr.flush()
-  saved = os.dup(2)
-  devnull = os.open(os.devnull, os.O_WRONLY)
-  os.dup2(devnull, 2)
-  os.close(devnull)
-  python_stderr, sys.stderr = sys.stderr, os.fdopen(os.dup(saved), 'w', 1)
-  try:
-    yield
-  finally:
-    sys.stderr.close()
-    sys.stderr = python_stderr
-    os.dup2(saved, 2)
-    os.close(saved)
-
-
 def main(argv=None) -> None:
   args = parse_args(argv)
-  with native_stderr_silenced(not args.verbose):
+  with quiet.native_stderr_silenced(enabled=not args.verbose):
     result = run(args)
   if not all(np.isfinite([result['random'], result['offline'],
                           result['online']])):

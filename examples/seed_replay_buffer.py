@@ -8,9 +8,10 @@
 """
 
 import argparse
-import os
 
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')  # Before TensorFlow loads.
+from rlds_reverb import quiet
+
+quiet.silence()  # Before TensorFlow and gym load.
 
 import reverb  # pylint: disable=g-import-not-at-top
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -28,9 +29,18 @@ def main() -> None:
   parser.add_argument('--dataset', default='bundled:cartpole',
                       help='TFDS directory or bundled:cartpole (default)')
   parser.add_argument('--batch-size', type=int, default=8)
+  parser.add_argument('--verbose', action='store_true',
+                      help="show TensorFlow's and Reverb's own log lines")
   args = parser.parse_args()
+  if not args.verbose:
+    quiet.quiet_absl()
+  with quiet.native_stderr_silenced(enabled=not args.verbose):
+    seed_and_sample(args.dataset, args.batch_size)
 
-  episodes = rlds_reverb.load(args.dataset)
+
+def seed_and_sample(dataset: str, batch_size: int) -> None:
+  """Pushes `dataset` into a new table and prints one sampled batch."""
+  episodes = rlds_reverb.load(dataset)
   spec = rlds_reverb.create_trajectory_data_spec(episodes)
   table = reverb.Table(
       name=TABLE, sampler=reverb.selectors.Uniform(),
@@ -48,7 +58,7 @@ def main() -> None:
 
     replay_buffer = reverb_replay_buffer.ReverbReplayBuffer(
         spec, TABLE, sequence_length=SEQUENCE_LENGTH, local_server=server)
-    dataset = replay_buffer.as_dataset(sample_batch_size=args.batch_size,
+    dataset = replay_buffer.as_dataset(sample_batch_size=batch_size,
                                        num_steps=SEQUENCE_LENGTH)
     trajectories, _ = next(iter(dataset))
     for name, value in trajectories._asdict().items():

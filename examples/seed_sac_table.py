@@ -29,18 +29,12 @@ plain SAC, which over-estimates unseen actions.
 """
 
 import argparse
-import contextlib
-import io
-import os
 import sys
-import warnings
 
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')  # Before TensorFlow loads.
-warnings.filterwarnings('ignore', category=DeprecationWarning)
-with contextlib.redirect_stderr(io.StringIO()):  # gym's notice on import.
-  import gym  # pylint: disable=g-import-not-at-top,unused-import
+from rlds_reverb import quiet
 
-from absl import logging  # pylint: disable=g-import-not-at-top
+quiet.silence()  # Before TensorFlow and gym load.
+
 import numpy as np  # pylint: disable=g-import-not-at-top
 import reverb  # pylint: disable=g-import-not-at-top
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -83,6 +77,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                       help='bounds of the action spec for the SAC actor '
                            '(default: -1 1, as in D4RL MuJoCo)')
   parser.add_argument('--seed', type=int, default=0)
+  parser.add_argument('--verbose', action='store_true',
+                      help="show TensorFlow's and Reverb's own log lines")
   return parser.parse_args(argv)
 
 
@@ -130,9 +126,15 @@ def make_sac_agent(time_step_spec, action_spec) -> sac_agent.SacAgent:
   return agent
 
 
+def main(argv=None) -> int:
+  args = parse_args(argv)
+  if not args.verbose:
+    quiet.quiet_absl()  # TFDS' notes on its own builders, among others.
+  with quiet.native_stderr_silenced(enabled=not args.verbose):
+    return run(args)
+
+
 def run(args: argparse.Namespace) -> int:
-  logging.set_verbosity(logging.ERROR)  # TFDS' notes on its own builders.
-  tf.get_logger().setLevel('ERROR')
   tf.random.set_seed(args.seed)
   try:
     episodes = rlds_reverb.load(args.dataset, split=args.split,
@@ -191,4 +193,4 @@ def run(args: argparse.Namespace) -> int:
 
 
 if __name__ == '__main__':
-  sys.exit(run(parse_args()))
+  sys.exit(main())

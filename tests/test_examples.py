@@ -98,6 +98,7 @@ def test_seed_replay_buffer_pushes_and_samples_the_bundled_data():
                'batch reward: float32[8, 2]',
                'batch discount: float32[8, 2]'):
     assert line in result.stdout.splitlines()
+  assert result.stderr == ''  # No gym notice, no Reverb log lines.
 
 
 def test_offline_to_online_dqn_quick_runs_and_plots(tmp_path):
@@ -141,6 +142,7 @@ def test_seed_sac_table_from_a_halfcheetah_shaped_directory(
   losses = [float(m[1]) for m in re.finditer(
       r'^sac train step \d+: loss (\S+)', result.stdout, re.MULTILINE)]
   assert len(losses) == 2 and all(math.isfinite(x) for x in losses)
+  assert result.stderr == ''
 
 
 def test_seed_sac_table_by_name_in_data_dir_and_not_prepared(
@@ -156,9 +158,9 @@ def test_seed_sac_table_by_name_in_data_dir_and_not_prepared(
   empty.mkdir()
   result = run_example('seed_sac_table.py', '--data-dir', empty)
   assert result.returncode == 2
-  error_lines = [line for line in result.stderr.splitlines()
-                 if line.startswith('seed_sac_table: error:')]
+  error_lines = result.stderr.splitlines()
   assert len(error_lines) == 1, result.stderr
+  assert error_lines[0].startswith('seed_sac_table: error:')
   assert "'d4rl_mujoco_halfcheetah/v2-expert' is not prepared" in (
       error_lines[0])
   assert list(empty.iterdir()) == []  # Nothing downloaded.

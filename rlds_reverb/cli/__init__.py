@@ -2,13 +2,13 @@
 
     rlds-reverb [--debug] COMMAND [options]     (also: python -m rlds_reverb)
 
-One module per command, each with `add_parser(subparsers, common)` and
-`run(args) -> exit code`. Every failure is one line on stderr,
+One module per command, each with HELP, DESCRIPTION and EPILOG texts,
+`add_arguments(parser)` and `run(args) -> exit code`. Every failure is one line on stderr,
 'rlds-reverb: error: ...', with a non-zero exit; `--debug` adds the traceback.
 """
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
-from rlds_reverb.cli import quiet
+from rlds_reverb import quiet
 
 quiet.silence()  # Before anything imports TensorFlow or gym.
 
@@ -49,9 +49,20 @@ def build_parser() -> argparse.ArgumentParser:
   subparsers = parser.add_subparsers(dest='command', metavar='COMMAND',
                                      required=True)
   for name in COMMANDS:
-    importlib.import_module(f'rlds_reverb.cli.{name}').add_parser(
-        subparsers, common)
+    _add_command(subparsers, common, name)
   return parser
+
+
+def _add_command(subparsers, common: argparse.ArgumentParser,
+                 name: str) -> None:
+  """The subcommand `name`, from the module of the same name."""
+  command = importlib.import_module(f'rlds_reverb.cli.{name}')
+  parser = subparsers.add_parser(
+      name, parents=[common], help=command.HELP,
+      description=command.DESCRIPTION, epilog=command.EPILOG,
+      formatter_class=argparse.RawDescriptionHelpFormatter)
+  command.add_arguments(parser)
+  parser.set_defaults(run=command.run)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

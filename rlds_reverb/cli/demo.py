@@ -16,7 +16,12 @@ from rlds_reverb.cli import output
 TABLE = 'demo'
 SEQUENCE_LENGTH = 2
 
-_EPILOG = """\
+HELP = 'push the bundled dataset into an in-process server and sample it'
+DESCRIPTION = ('Validates an RLDS dataset (the bundled CartPole one by '
+               'default), pushes it into a Reverb table of an in-process '
+               "server and samples a batch back through TF-Agents' "
+               'ReverbReplayBuffer.')
+EPILOG = """\
 examples:
   rlds-reverb demo
   rlds-reverb demo --batch-size 8
@@ -24,19 +29,10 @@ examples:
 """
 
 
-def add_parser(subparsers, common) -> None:
-  parser = subparsers.add_parser(
-      'demo', parents=[common], epilog=_EPILOG,
-      formatter_class=argparse.RawDescriptionHelpFormatter,
-      help='push the bundled dataset into an in-process server and sample it',
-      description=('Validates an RLDS dataset (the bundled CartPole one by '
-                   'default), pushes it into a Reverb table of an in-process '
-                   "server and samples a batch back through TF-Agents' "
-                   'ReverbReplayBuffer.'))
-  options.add_arguments(parser, required=False)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+  options.add_dataset_arguments(parser, required=False)
   parser.add_argument('--batch-size', type=options.positive_int, default=4,
                       help='items in the sampled batch (default: %(default)s)')
-  parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -10,7 +10,10 @@ import argparse
 from rlds_reverb.cli import options
 from rlds_reverb.cli import output
 
-_EPILOG = """\
+HELP = 'show specs and episode length and return statistics'
+DESCRIPTION = ('Shows the step and trajectory specs of an RLDS dataset '
+               'and statistics of its episode lengths and returns.')
+EPILOG = """\
 examples:
   rlds-reverb inspect --dataset bundled:cartpole
   rlds-reverb inspect --dataset DIR --json
@@ -20,19 +23,11 @@ examples:
 _PLOT_EXTRA = "--plot needs matplotlib: pip install 'rlds_reverb[plot]'"
 
 
-def add_parser(subparsers, common) -> None:
-  parser = subparsers.add_parser(
-      'inspect', parents=[common], epilog=_EPILOG,
-      formatter_class=argparse.RawDescriptionHelpFormatter,
-      help='show specs and episode length and return statistics',
-      description=('Shows the step and trajectory specs of an RLDS dataset '
-                   'and statistics of its episode lengths and returns.'))
-  options.add_arguments(parser)
-  parser.add_argument('--json', action='store_true',
-                      help='print one JSON object')
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+  options.add_dataset_arguments(parser)
+  options.add_json_flag(parser, 'the specs and statistics')
   parser.add_argument('--plot', metavar='FILE.png', default=None,
                       help='write histograms of episode lengths and returns')
-  parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""Options the commands share: the dataset to read, positive counts."""
+"""Options the commands share: the dataset to read, --json, positive counts."""
 
 import argparse
 
@@ -9,8 +9,9 @@ from rlds_reverb.cli.output import error_line
 BUNDLED = 'bundled:cartpole'  # Equals rlds_reverb.sources.BUNDLED.
 
 
-def add_arguments(parser: argparse.ArgumentParser, required: bool = True,
-                  default=None) -> None:
+def add_dataset_arguments(parser: argparse.ArgumentParser,
+                          required: bool = True, default=None) -> None:
+  """--dataset (repeatable), --split and --data-dir, read by `load`."""
   parser.add_argument(
       '--dataset', required=required, default=default, action='append',
       metavar='SRC',
@@ -20,6 +21,12 @@ def add_arguments(parser: argparse.ArgumentParser, required: bool = True,
                       help='TFDS split to read (default: %(default)s)')
   parser.add_argument('--data-dir', default=None, metavar='DIR',
                       help='TFDS data_dir for catalog names')
+
+
+def add_json_flag(parser: argparse.ArgumentParser, what: str) -> None:
+  """--json: print `what` as one JSON object instead of text."""
+  parser.add_argument('--json', action='store_true',
+                      help=f'print {what} as one JSON object')
 
 
 def load(args: argparse.Namespace, shard=None):

@@ -21,7 +21,11 @@ from rlds_reverb.cli import options
 from rlds_reverb.cli import output
 from rlds_reverb.cli import progress as progress_lib
 
-_EPILOG = """\
+HELP = 'write a dataset into tables of a running Reverb server'
+DESCRIPTION = ('Writes an RLDS dataset as fixed-length trajectory items '
+               'into Reverb tables and waits until the server confirmed '
+               'every item.')
+EPILOG = """\
 examples:
   rlds-reverb push --dataset DIR --server localhost:8000 --table replay
   rlds-reverb push --dataset DIR --server localhost:8000 --table a --table b \\
@@ -47,15 +51,8 @@ exit status: 0 every item confirmed, 1 failure, 2 bad usage or input.
 LISTED_SKIPS = 5
 
 
-def add_parser(subparsers, common) -> None:
-  parser = subparsers.add_parser(
-      'push', parents=[common], epilog=_EPILOG,
-      formatter_class=argparse.RawDescriptionHelpFormatter,
-      help='write a dataset into tables of a running Reverb server',
-      description=('Writes an RLDS dataset as fixed-length trajectory items '
-                   'into Reverb tables and waits until the server confirmed '
-                   'every item.'))
-  options.add_arguments(parser)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+  options.add_dataset_arguments(parser)
   parser.add_argument('--server', required=True, metavar='HOST:PORT',
                       help='the Reverb server')
   parser.add_argument('--table', required=True, action='append',
@@ -86,9 +83,7 @@ def add_parser(subparsers, common) -> None:
                       help=('save progress there after each confirmation and '
                             'continue from it when run again (with --workers, '
                             'one file per shard: STATE.I-of-N.json)'))
-  parser.add_argument('--json', action='store_true',
-                      help='print one JSON object of the counts')
-  parser.set_defaults(run=run)
+  options.add_json_flag(parser, 'the counts')
 
 
 def run(args: argparse.Namespace) -> int:

@@ -19,7 +19,11 @@ from rlds_reverb import checkpoints
 from rlds_reverb.cli import options
 from rlds_reverb.cli import output
 
-_EPILOG = """\
+HELP = "run a Reverb server with a table signed for a dataset's trajectories"
+DESCRIPTION = ('Runs a Reverb server with one table whose signature is '
+               "the dataset's trajectory spec with a time axis, until "
+               'SIGINT or SIGTERM.')
+EPILOG = """\
 examples:
   rlds-reverb serve --dataset bundled:cartpole --table replay --port 8000
   rlds-reverb serve --dataset DIR --table replay --sampler prioritized \\
@@ -40,15 +44,8 @@ PRIORITY_EXPONENT = 0.8
 _POLL_S = 0.2
 
 
-def add_parser(subparsers, common) -> None:
-  parser = subparsers.add_parser(
-      'serve', parents=[common], epilog=_EPILOG,
-      formatter_class=argparse.RawDescriptionHelpFormatter,
-      help="run a Reverb server with a table signed for a dataset's trajectories",
-      description=('Runs a Reverb server with one table whose signature is '
-                   "the dataset's trajectory spec with a time axis, until "
-                   'SIGINT or SIGTERM.'))
-  options.add_arguments(parser)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+  options.add_dataset_arguments(parser)
   parser.add_argument('--table', required=True, help='the table name')
   parser.add_argument('--port', type=int, default=None,
                       help='port to listen on (default: a free one)')
@@ -63,7 +60,6 @@ def add_parser(subparsers, common) -> None:
                       help=('load the newest checkpoint there at start (its '
                             'table settings win over these options) and '
                             'write one on SIGUSR1 and at shutdown'))
-  parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

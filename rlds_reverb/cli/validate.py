@@ -9,7 +9,10 @@ import argparse
 from rlds_reverb.cli import options
 from rlds_reverb.cli import output
 
-_EPILOG = """\
+HELP = 'read a whole dataset and report every malformed step'
+DESCRIPTION = ('Reads a whole RLDS dataset and reports every step the '
+               'converter would reject, with episode and step (0-based).')
+EPILOG = """\
 examples:
   rlds-reverb validate --dataset ~/tensorflow_datasets/my_rlds/1.0.0
   rlds-reverb validate --dataset DIR --json | jq '.problems[0]'
@@ -25,17 +28,9 @@ exit status: 0 clean, 1 problems found, 2 unreadable dataset or bad usage.
 MAX_LISTED = 50
 
 
-def add_parser(subparsers, common) -> None:
-  parser = subparsers.add_parser(
-      'validate', parents=[common], epilog=_EPILOG,
-      formatter_class=argparse.RawDescriptionHelpFormatter,
-      help='read a whole dataset and report every malformed step',
-      description=('Reads a whole RLDS dataset and reports every step the '
-                   'converter would reject, with episode and step (0-based).'))
-  options.add_arguments(parser)
-  parser.add_argument('--json', action='store_true',
-                      help='print one JSON object: episodes, steps, problems')
-  parser.set_defaults(run=run)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+  options.add_dataset_arguments(parser)
+  options.add_json_flag(parser, 'episodes, steps and problems')
 
 
 def run(args: argparse.Namespace) -> int:

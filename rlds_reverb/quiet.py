@@ -1,5 +1,6 @@
-"""Quiet output for the command line: TensorFlow, absl and gym say nothing.
+"""Quiet output: TensorFlow, absl, gym and Reverb's C++ logs say nothing.
 
+For the command line and the examples, which show their logs when asked.
 TensorFlow's C++ logger reads `TF_CPP_MIN_LOG_LEVEL` once, at its first
 message, which is printed while `tensorflow` is imported; gym prints a notice
 to stderr when imported. So `silence()` must run before either is imported.
