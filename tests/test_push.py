@@ -588,6 +588,62 @@ def test_writer_left_by_timeout_does_not_hang(blocked_push, kind):
       f'20 s; the child\'s stack:\n{stderr[-3000:]}')
 
 
+# A push into a full queue times out; then a consumer samples the queue. The
+# items the push's writer held when it was given up arrive after all, in order,
+# and the writer is released once it has delivered them.
+QUEUE_DRAINED_SCRIPT = r"""
+import faulthandler, json, os, re
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+import numpy as np
+import reverb
+import rlds_reverb
+from rlds_reverb.write import writer
+from tests import rlds_data, reverb_tables
+
+faulthandler.dump_traceback_later(%(watchdog_s)d, exit=True)
+server = reverb_tables.start_server([reverb.Table.queue('q', max_size=5)])
+client = reverb.Client(reverb_tables.address(server))
+data = rlds_data.as_rlds([rlds_data.flat_episode(%(steps)d, seed=0)])
+try:
+  rlds_reverb.push(data, client, 'q', sequence_length=2, timeout=1)
+  raise SystemExit('the push into a full queue did not time out')
+except rlds_reverb.ReverbTimeoutError as error:
+  confirmed = int(re.search(r'(\d+) items', str(error))[1])
+held_after_timeout = writer.abandoned_writers()
+
+def take(count):
+  return [np.asarray(sample.data[4]).tolist() for sample in client.sample(
+      'q', num_samples=count, emit_timesteps=False)]
+
+rewards = []
+while writer.abandoned_writers():
+  rewards += take(1)  # Waits for the next item the writer still holds.
+rewards += take(reverb_tables.table_size(client, 'q'))
+print(json.dumps({'confirmed': confirmed, 'rewards': rewards,
+                  'held_after_timeout': held_after_timeout}), flush=True)
+server.stop()
+print('stopped', flush=True)
+"""
+
+
+def test_items_held_at_a_timeout_arrive_later_and_free_the_writer():
+  steps = 100
+  root = pathlib.Path(__file__).resolve().parents[1]
+  child = subprocess.run(
+      [sys.executable, '-c', QUEUE_DRAINED_SCRIPT % {
+          'watchdog_s': HANG_GUARD_S, 'steps': steps}],
+      cwd=root, capture_output=True, text=True, timeout=2 * HANG_GUARD_S)
+  lines = child.stdout.splitlines()
+  assert lines[1:] == ['stopped'], child.stderr[-3000:]
+  report = json.loads(lines[0])
+  assert report['held_after_timeout'] == 1
+  rewards = rlds_data.flat_episode(steps, seed=0)['reward']
+  expected = [rewards[end - 2:end].tolist() for end in range(2, steps + 1)]
+  got = report['rewards']
+  assert got == expected[:len(got)]  # In order, none lost.
+  assert report['confirmed'] < len(got) <= report['confirmed'] + 49
+
+
 def test_stopped_server_is_unavailable(make_server):
   data = rlds_data.as_rlds(episodes_of([3], seed=2))
   server = make_server([reverb_tables.fifo_table('t')])

@@ -31,8 +31,10 @@ CONFIRM_EVERY_ROWS = 4096
 
 # Writers given up after a timeout. Reverb's structured writer has no close,
 # and its destructor waits, without end, for the items it could not deliver;
-# kept here, it is never destroyed (also not at exit) and nothing hangs. Each
-# holds at most MAX_PENDING_ITEMS items.
+# kept here, it is not destroyed (also not at exit) and nothing hangs. Each
+# holds at most MAX_PENDING_ITEMS items, which still reach the table if the
+# server recovers or the rate limiter lets them in; a writer that has
+# delivered them all is released at the next writer's start.
 _ABANDONED = []
 
 
@@ -46,12 +48,34 @@ class Progress:
   confirmed_items: int = 0
 
 
+def abandoned_writers() -> int:
+  """Writers given up after a timeout that still hold undelivered items.
+
+  Releases the others: their destructors no longer wait.
+  """
+  _ABANDONED[:] = [w for w in _ABANDONED if not _delivered_all(w)]
+  return len(_ABANDONED)
+
+
+def _delivered_all(writer) -> bool:
+  """Whether the server has confirmed every item `writer` created; 1 ms.
+
+  A writer that fails otherwise is kept: its destructor may wait as well.
+  """
+  try:
+    writer.flush(0, timeout_ms=1)
+  except (reverb.errors.ReverbError, RuntimeError):
+    return False
+  return True
+
+
 class _Writer:
   """Shared flushing and accounting; subclasses append rows and make items."""
 
   def __init__(self, reverb_writer, tables: Sequence[str], address: str,
                timeout_s: float,
                on_confirmed: Optional[Callable[[Progress], None]] = None):
+    abandoned_writers()
     self._writer = reverb_writer
     self._tables = list(tables)
     self._address = address
