@@ -5,7 +5,9 @@ import platform
 import statistics
 import time
 
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+from rlds_reverb import quiet
+
+quiet.silence()  # Before TensorFlow and gym load.
 
 import numpy as np  # pylint: disable=g-import-not-at-top
 import tensorflow as tf  # pylint: disable=g-import-not-at-top

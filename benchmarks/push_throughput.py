@@ -30,6 +30,7 @@ import subprocess
 import sys
 
 import common  # pylint: disable=g-bad-import-order
+from rlds_reverb import quiet  # pylint: disable=g-bad-import-order
 import numpy as np
 import reverb
 from reverb import structured_writer as structured
@@ -179,4 +180,5 @@ def main():
 
 
 if __name__ == '__main__':
-  main()
+  with quiet.native_stderr_silenced():  # Reverb's server log lines.
+    main()
