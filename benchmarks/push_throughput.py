@@ -180,5 +180,5 @@ def main():
 
 
 if __name__ == '__main__':
-  with quiet.native_stderr_silenced():  # Reverb's server log lines.
+  with quiet.quieted():  # Reverb's server log lines, absl notes.
     main()

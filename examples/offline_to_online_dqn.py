@@ -246,7 +246,6 @@ def run(args: argparse.Namespace) -> dict:
   hp = Hyperparameters(gamma=args.gamma, learning_rate=args.learning_rate,
                        target_update_period=args.target_update_period,
                        double_q=args.agent == 'ddqn')
-  quiet.quiet_absl()
   seed_everything(args.seed)
   started = time.perf_counter()
 
@@ -360,7 +359,7 @@ def write_plot(path: str, points, random_return: float, budget: Budget):
 
 def main(argv=None) -> None:
   args = parse_args(argv)
-  with quiet.native_stderr_silenced(enabled=not args.verbose):
+  with quiet.quieted(enabled=not args.verbose):
     result = run(args)
   if not all(np.isfinite([result['random'], result['offline'],
                           result['online']])):

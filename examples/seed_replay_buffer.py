@@ -32,9 +32,7 @@ def main() -> None:
   parser.add_argument('--verbose', action='store_true',
                       help="show TensorFlow's and Reverb's own log lines")
   args = parser.parse_args()
-  if not args.verbose:
-    quiet.quiet_absl()
-  with quiet.native_stderr_silenced(enabled=not args.verbose):
+  with quiet.quieted(enabled=not args.verbose):
     seed_and_sample(args.dataset, args.batch_size)
 
 

@@ -128,9 +128,7 @@ def make_sac_agent(time_step_spec, action_spec) -> sac_agent.SacAgent:
 
 def main(argv=None) -> int:
   args = parse_args(argv)
-  if not args.verbose:
-    quiet.quiet_absl()  # TFDS' notes on its own builders, among others.
-  with quiet.native_stderr_silenced(enabled=not args.verbose):
+  with quiet.quieted(enabled=not args.verbose):  # TFDS' notes, Reverb's logs.
     return run(args)
 
 

@@ -1,6 +1,7 @@
 """Quiet output: TensorFlow, absl, gym and Reverb's C++ logs say nothing.
 
 For the command line and the examples, which show their logs when asked.
+
 TensorFlow's C++ logger reads `TF_CPP_MIN_LOG_LEVEL` once, at its first
 message, which is printed while `tensorflow` is imported; gym prints a notice
 to stderr when imported. So `silence()` must run before either is imported.
@@ -61,3 +62,12 @@ def native_stderr_silenced(enabled: bool = True):
     sys.stderr = python_stderr
     os.dup2(saved_fd, 2)
     os.close(saved_fd)
+
+
+@contextlib.contextmanager
+def quieted(enabled: bool = True):
+  """`quiet_absl` and `native_stderr_silenced`, unless a flag asks for logs."""
+  if enabled:
+    quiet_absl()
+  with native_stderr_silenced(enabled):
+    yield

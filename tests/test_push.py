@@ -609,14 +609,14 @@ try:
   raise SystemExit('the push into a full queue did not time out')
 except rlds_reverb.ReverbTimeoutError as error:
   confirmed = int(re.search(r'(\d+) items', str(error))[1])
-held_after_timeout = writer.abandoned_writers()
+held_after_timeout = writer.release_delivered_writers()
 
 def take(count):
   return [np.asarray(sample.data[4]).tolist() for sample in client.sample(
       'q', num_samples=count, emit_timesteps=False)]
 
 rewards = []
-while writer.abandoned_writers():
+while writer.release_delivered_writers():
   rewards += take(1)  # Waits for the next item the writer still holds.
 rewards += take(reverb_tables.table_size(client, 'q'))
 print(json.dumps({'confirmed': confirmed, 'rewards': rewards,

@@ -3,8 +3,9 @@
     rlds-reverb [--debug] COMMAND [options]     (also: python -m rlds_reverb)
 
 One module per command, each with HELP, DESCRIPTION and EPILOG texts,
-`add_arguments(parser)` and `run(args) -> exit code`. Every failure is one line on stderr,
-'rlds-reverb: error: ...', with a non-zero exit; `--debug` adds the traceback.
+`add_arguments(parser)` and `run(args) -> exit code`. Every failure is one
+line on stderr, 'rlds-reverb: error: ...', with a non-zero exit; `--debug`
+adds the traceback.
 """
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -68,10 +69,8 @@ def _add_command(subparsers, common: argparse.ArgumentParser,
 def main(argv: Optional[List[str]] = None) -> int:
   """Runs one command; returns its exit code (argparse exits 2 on bad usage)."""
   args = build_parser().parse_args(argv)
-  if not args.debug:
-    quiet.quiet_absl()
   try:
-    with quiet.native_stderr_silenced(enabled=not args.debug):
+    with quiet.quieted(enabled=not args.debug):
       return args.run(args)
   except output.CliError as e:
     return _fail(args, str(e), e.exit_code)

@@ -48,10 +48,10 @@ class Progress:
   confirmed_items: int = 0
 
 
-def abandoned_writers() -> int:
-  """Writers given up after a timeout that still hold undelivered items.
+def release_delivered_writers() -> int:
+  """Drops abandoned writers that have delivered every item; how many remain.
 
-  Releases the others: their destructors no longer wait.
+  A writer with nothing left to deliver is destroyed without waiting.
   """
   _ABANDONED[:] = [w for w in _ABANDONED if not _delivered_all(w)]
   return len(_ABANDONED)
@@ -75,7 +75,7 @@ class _Writer:
   def __init__(self, reverb_writer, tables: Sequence[str], address: str,
                timeout_s: float,
                on_confirmed: Optional[Callable[[Progress], None]] = None):
-    abandoned_writers()
+    release_delivered_writers()
     self._writer = reverb_writer
     self._tables = list(tables)
     self._address = address
