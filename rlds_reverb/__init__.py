@@ -11,6 +11,7 @@ so the command line can silence it before it starts.
 import importlib
 from typing import Any, List
 
+from rlds_reverb.errors import ColumnMismatchError
 from rlds_reverb.errors import DatasetNotPreparedError
 from rlds_reverb.errors import ReverbTimeoutError
 from rlds_reverb.errors import RldsReverbError
@@ -55,6 +56,7 @@ __all__ = [
     'RldsReverbError',
     'StepSpecError',
     'SignatureMismatchError',
+    'ColumnMismatchError',
     'ReverbTimeoutError',
     'ServerUnavailableError',
     'TableNotFoundError',

@@ -18,6 +18,10 @@ class SignatureMismatchError(RldsReverbError, ValueError):
   """A Reverb table's signature does not match the data's trajectory spec."""
 
 
+class ColumnMismatchError(RldsReverbError, ValueError):
+  """Rows do not fit a table's column (dtype, shape): Reverb would reject them."""
+
+
 class ReverbTimeoutError(RldsReverbError, TimeoutError):
   """Reverb did not confirm in time: dead server, or a blocking rate limiter."""
 

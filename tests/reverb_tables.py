@@ -54,10 +54,16 @@ def drain(server, table: str) -> List[Tuple[float, object]]:
 
 
 def item_key(item) -> Tuple:
-  """A hashable, order-free key of an item: priority, then leaf bytes."""
+  """A hashable, order-free key of an item: priority, then leaf bytes.
+
+  String leaves (numpy object arrays) by their values: their `tobytes` would
+  be pointers.
+  """
   priority, data = item
   return (priority,) + tuple(
-      (leaf.dtype.str, leaf.shape, leaf.tobytes()) for leaf in tree.flatten(data))
+      (leaf.dtype.str, leaf.shape,
+       tuple(leaf.ravel().tolist()) if leaf.dtype == object else leaf.tobytes())
+      for leaf in tree.flatten(data))
 
 
 def as_multiset(items) -> List[Tuple]:

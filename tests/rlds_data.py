@@ -68,3 +68,36 @@ def _steps_dataset(episode):
   episode = dict(episode)
   episode['steps'] = tf.data.Dataset.from_tensor_slices(episode['steps'])
   return episode
+
+
+def robotics_episode(num_steps: int, seed: int, terminal: bool = True) -> Episode:
+  """An RT-1 / Open X-Embodiment-like episode: strings, images, many dtypes.
+
+  A Text field and two images inside `observation`, a dict action with an int32
+  and a bool leaf, float64 state, and two extra step fields (a language
+  embedding and the instruction) that reach `policy_info_fn`.
+  """
+  rng = np.random.default_rng(seed)
+  words = np.array([f'ep{seed} step{i}: pick the block'.encode()
+                    for i in range(num_steps)], dtype=object)
+  return {
+      'observation': {
+          'image': rng.integers(0, 255, (num_steps, 8, 8, 3), dtype=np.uint8),
+          'wrist_image': rng.integers(0, 255, (num_steps, 4, 6, 3),
+                                      dtype=np.uint8),
+          'natural_language_instruction': words,
+          'state': rng.standard_normal((num_steps, 4)),  # float64
+      },
+      'action': {
+          'world_vector': rng.uniform(-1, 1, (num_steps, 3)).astype(np.float32),
+          'gripper_closed': rng.integers(0, 2, num_steps).astype(bool),
+          'mode': rng.integers(0, 3, num_steps).astype(np.int32),
+      },
+      'reward': rng.standard_normal(num_steps).astype(np.float32),
+      'discount': np.ones(num_steps, np.float32),
+      'language_embedding': rng.standard_normal((num_steps, 5)).astype(
+          np.float32),
+      'language_instruction': np.array(
+          [f'instruction {seed}'.encode()] * num_steps, dtype=object),
+      **flags(num_steps, terminal),
+  }

@@ -29,6 +29,7 @@ EXPORTED = [
     'RldsReverbError',
     'StepSpecError',
     'SignatureMismatchError',
+    'ColumnMismatchError',
     'ReverbTimeoutError',
     'ServerUnavailableError',
     'TableNotFoundError',
@@ -41,6 +42,7 @@ DROP_INS = ['get_rlds_step_features', 'create_trajectory_data_spec',
             'convert_rlds_to_trajectories', 'push_rlds_to_reverb']
 
 ERRORS = ['RldsReverbError', 'StepSpecError', 'SignatureMismatchError',
+          'ColumnMismatchError',
           'ReverbTimeoutError', 'ServerUnavailableError', 'TableNotFoundError',
           'SourceError', 'DatasetNotPreparedError', 'ShardsFailedError']
 

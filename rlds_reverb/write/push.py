@@ -279,7 +279,7 @@ def _write_blocks(blocks, rows_of_block, writer, episode_items, infos,
         skipped += 1
         skipped_trajectories += len(rows.step_type)
         continue
-      writer.write_episode(rows)
+      writer.write_episode(rows, block.episode_index)
     progress = writer.close()
   except ReverbTimeoutError as e:
     blocking = capacity.blocking_limiters(infos)

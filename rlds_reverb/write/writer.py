@@ -9,7 +9,10 @@ server; only `flush(timeout_ms=...)` does. So every writer here:
     `CONFIRM_EVERY_ROWS` rows, at an episode end, and at `close`, so the
     episodes confirmed so far are known (`confirmed_episodes`);
   * turns a flush timeout into `ReverbTimeoutError` naming tables, address
-    and what was confirmed.
+    and what was confirmed;
+  * checks each episode's rows against the table's columns before appending
+    them (`columns`), and gives rows whose unknown dimensions differ from the
+    first rows' a new Reverb writer, which would otherwise reject them.
 """
 
 import dataclasses
@@ -22,6 +25,7 @@ from reverb import structured_writer as structured
 import tree
 
 from rlds_reverb.errors import ReverbTimeoutError
+from rlds_reverb.write import columns as columns_lib
 from rlds_reverb.write import items as items_lib
 from rlds_reverb.write import rows as rows_lib
 
@@ -70,13 +74,19 @@ def _delivered_all(writer) -> bool:
 
 
 class _Writer:
-  """Shared flushing and accounting; subclasses append rows and make items."""
+  """Shared checks, flushing and accounting.
 
-  def __init__(self, reverb_writer, tables: Sequence[str], address: str,
+  Subclasses give `_new_writer()` (a Reverb writer), append rows and make
+  items.
+  """
+
+  def __init__(self, tables: Sequence[str], spec_structure: Any, address: str,
                timeout_s: float,
                on_confirmed: Optional[Callable[[Progress], None]] = None):
     release_delivered_writers()
-    self._writer = reverb_writer
+    self._columns = columns_lib.columns_of(spec_structure)
+    self._row_shapes = None  # Fixed by the Reverb writer's first rows.
+    self._writer = self._new_writer()
     self._tables = list(tables)
     self._address = address
     self._timeout_ms = max(1, int(timeout_s * 1000))
@@ -89,6 +99,24 @@ class _Writer:
     self._unflushed_items = 0
     self._unconfirmed_rows = 0
     self.progress = Progress()
+
+  def _new_writer(self):
+    raise NotImplementedError
+
+  def _check_rows(self, columns: Sequence[np.ndarray], episode: Any) -> None:
+    """Checks rows before they are appended; a new writer for new shapes.
+
+    A new shape in a dimension the spec leaves unknown would be rejected by
+    the Reverb writer that saw other shapes: what it holds is confirmed, and
+    a new one takes the rows.
+    """
+    columns_lib.check_rows(self._columns, columns, _place(episode))
+    row_shapes = columns_lib.shapes(columns)
+    if self._row_shapes is not None and row_shapes != self._row_shapes:
+      self.confirm()
+      self._release()
+      self._writer = self._new_writer()
+    self._row_shapes = row_shapes
 
   def _flush_points(self, items_per_row: np.ndarray) -> np.ndarray:
     """Rows after which to flush, given how many items each row creates."""
@@ -184,21 +212,34 @@ class SequenceWriter(_Writer):
     if stride > 1:
       conditions.append(
           structured.Condition.step_index() % stride == (length - 1) % stride)
-    configs = [structured.create_config(
+    self._client = client
+    self._configs = [structured.create_config(
         pattern, table, conditions,
         structured.constant_priority_fn(float(priority))) for table in tables]
-    super().__init__(client.structured_writer(configs), tables, address,
-                     timeout_s, **kwargs)
     self._plan = item_plan
+    super().__init__(tables, spec_structure, address, timeout_s, **kwargs)
+    if getattr(item_plan, 'end_of_episode', None) not in (
+        None, items_lib.EndOfEpisode.DROP):
+      columns_lib.check_rows(
+          self._columns,
+          rows_lib.pad_columns(columns_lib.empty_block(spec_structure), 1),
+          'the pad row that ends padded episodes')
 
-  def write_episode(self, block) -> None:
-    """Appends one episode's rows (a numpy nest, each leaf [T, ...])."""
+  def _new_writer(self):
+    return self._client.structured_writer(self._configs)
+
+  def write_episode(self, block, episode: Any = None) -> None:
+    """Appends one episode's rows (a numpy nest, each leaf [T, ...]).
+
+    `episode` (its position in the data) names it in errors.
+    """
     columns = rows_lib.flat_columns(block)
     num_steps = len(columns[0])
     plan = self._plan.plan(num_steps)
     if plan.num_pad_rows:
       pad = rows_lib.pad_columns(block, plan.num_pad_rows)
       columns = [np.concatenate([c, p]) for c, p in zip(columns, pad)]
+    self._check_rows(columns, episode)
     items_per_row = np.zeros(num_steps + plan.num_pad_rows, np.int64)
     items_per_row[plan.item_ends] = len(self._tables)
     flush_after = self._flush_points(items_per_row).tolist()
@@ -210,6 +251,10 @@ class SequenceWriter(_Writer):
     self._wait(self._writer.end_episode)
     self._unflushed_items = 0  # end_episode waited for every item.
     self._episode_done(num_steps, len(items_per_row))
+
+
+def _place(episode: Any) -> str:
+  return 'an episode' if episode is None else f'episode {int(episode)}'
 
 
 def _flat_append(writer: structured.StructuredWriter):
@@ -230,16 +275,20 @@ class EpisodeWriter(_Writer):
   def __init__(self, client: reverb.Client, tables: Sequence[str],
                spec_structure: Any, item_plan: items_lib.EpisodeItems,
                priority: float, address: str, timeout_s: float, **kwargs):
-    writer = client.trajectory_writer(
-        num_keep_alive_refs=item_plan.max_sequence_length + 1,
-        validate_items=False)
-    super().__init__(writer, tables, address, timeout_s, **kwargs)
+    self._client = client
+    self._keep_alive = item_plan.max_sequence_length + 1
     self._structure = spec_structure
     self._priority = float(priority)
+    super().__init__(tables, spec_structure, address, timeout_s, **kwargs)
 
-  def write_episode(self, block) -> None:
+  def _new_writer(self):
+    return self._client.trajectory_writer(
+        num_keep_alive_refs=self._keep_alive, validate_items=False)
+
+  def write_episode(self, block, episode: Any = None) -> None:
     columns = rows_lib.flat_columns(block)
     num_steps = len(columns[0])
+    self._check_rows(columns, episode)
     for row in zip(*columns):
       self._writer.append(list(row))
     history = [column[-num_steps:] for column in self._writer.history]
