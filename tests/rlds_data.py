@@ -86,7 +86,9 @@ def robotics_episode(num_steps: int, seed: int, terminal: bool = True) -> Episod
           'wrist_image': rng.integers(0, 255, (num_steps, 4, 6, 3),
                                       dtype=np.uint8),
           'natural_language_instruction': words,
-          'state': rng.standard_normal((num_steps, 4)),  # float64
+          # float64 holding float32 values: TFDS stores float64 as 32 bits.
+          'state': rng.standard_normal((num_steps, 4)).astype(
+              np.float32).astype(np.float64),
       },
       'action': {
           'world_vector': rng.uniform(-1, 1, (num_steps, 3)).astype(np.float32),
