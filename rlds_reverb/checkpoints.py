@@ -11,14 +11,18 @@ new subdirectory named by the time, and its `DONE` file last:
 
 At start Reverb loads the last subdirectory by name that has `DONE` and skips
 the others without a word; after each checkpoint it deletes every entry of
-`root` but the newest. This module tells the user what Reverb will do.
-Plain `os` only: the command line imports TensorFlow and Reverb late.
+`root` but the newest. This module tells the user what Reverb will do, and what a checkpoint holds
+(`chunk_lengths`). Plain `os` and protobuf only: the command line imports
+TensorFlow and Reverb late.
 """
 
+from collections import Counter
 import dataclasses
 import os
+import struct
 import tempfile
-from typing import Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
+import zlib
 
 DONE = 'DONE'
 
@@ -71,3 +75,92 @@ def writable_error(root: str) -> Optional[str]:
   except OSError as e:
     return f'{root} is not writable: {e.strerror or e}'
   return None
+
+
+# --- What a checkpoint holds: chunk lengths per item column. -----------------
+#
+# Each file of a checkpoint is one zlib stream of TFRecords: `chunks.tfrecord`
+# of ChunkData protos, `items.tfrecord` of PrioritizedItem protos (Reverb's
+# `schema.proto`). Only the fields read here are declared; protobuf skips
+# the rest.
+
+_SCHEMA_FIELDS = {
+    # message: [(name, number, type, message type of a nested field)]
+    'SequenceRange': [('episode_id', 1, 'uint64', None), ('start', 2, 'int32', None),
+                      ('end', 3, 'int32', None)],
+    'ChunkData': [('chunk_key', 1, 'uint64', None),
+                  ('sequence_range', 2, 'message', 'SequenceRange')],
+    'ChunkSlice': [('chunk_key', 1, 'uint64', None), ('offset', 2, 'int32', None),
+                   ('length', 3, 'int32', None)],
+    'Column': [('chunk_slices', 1, 'repeated', 'ChunkSlice')],
+    'FlatTrajectory': [('columns', 1, 'repeated', 'Column')],
+    'PrioritizedItem': [('key', 1, 'uint64', None), ('table', 2, 'string', None),
+                        ('flat_trajectory', 8, 'message', 'FlatTrajectory')],
+}
+
+
+def chunk_lengths(checkpoint: str) -> Dict[str, List[Counter]]:
+  """Per table, per item column: a Counter of the lengths of its chunks.
+
+  `checkpoint` is one checkpoint's directory (`Checkpoints.path(newest)`).
+  A chunk's length is the number of steps it holds; each chunk counts once
+  per table.
+  """
+  classes = _schema_classes()
+  chunks = {}
+  for record in read_records(os.path.join(checkpoint, 'chunks.tfrecord')):
+    chunk = classes['ChunkData'].FromString(record)
+    chunks[chunk.chunk_key] = chunk.sequence_range.end - chunk.sequence_range.start + 1
+  result: Dict[str, List[Counter]] = {}
+  seen = set()
+  for record in read_records(os.path.join(checkpoint, 'items.tfrecord')):
+    item = classes['PrioritizedItem'].FromString(record)
+    columns = item.flat_trajectory.columns
+    counters = result.setdefault(item.table, [Counter() for _ in columns])
+    for counter, column in zip(counters, columns):
+      for chunk_slice in column.chunk_slices:
+        if (item.table, chunk_slice.chunk_key) not in seen:
+          seen.add((item.table, chunk_slice.chunk_key))
+          counter[chunks[chunk_slice.chunk_key]] += 1
+  return result
+
+
+def read_records(path: str) -> Iterator[bytes]:
+  """The records of a zlib-compressed TFRecord file (CRCs not checked)."""
+  with open(path, 'rb') as f:
+    data = zlib.decompress(f.read())
+  position = 0
+  while position < len(data):
+    (length,) = struct.unpack_from('<Q', data, position)
+    start = position + 12  # length, its CRC
+    yield data[start:start + length]
+    position = start + length + 4  # data, its CRC
+
+
+def _schema_classes():
+  """Message classes for `_SCHEMA_FIELDS` (deepmind.reverb field numbers)."""
+  from google.protobuf import descriptor_pb2  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from google.protobuf import descriptor_pool  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from google.protobuf import message_factory  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  field = descriptor_pb2.FieldDescriptorProto
+  types = {'uint64': field.TYPE_UINT64, 'int32': field.TYPE_INT32,
+           'string': field.TYPE_STRING}
+  file = descriptor_pb2.FileDescriptorProto(
+      name='rlds_reverb_checkpoint_schema.proto',
+      package='rlds_reverb_checkpoint', syntax='proto3')
+  for message_name, message_fields in _SCHEMA_FIELDS.items():
+    message = file.message_type.add(name=message_name)
+    for name, number, kind, type_name in message_fields:
+      proto = message.field.add(name=name, number=number,
+                                label=(field.LABEL_REPEATED if kind == 'repeated'
+                                       else field.LABEL_OPTIONAL))
+      if type_name:
+        proto.type = field.TYPE_MESSAGE
+        proto.type_name = f'.rlds_reverb_checkpoint.{type_name}'
+      else:
+        proto.type = types[kind]
+  pool = descriptor_pool.DescriptorPool()
+  pool.Add(file)
+  return {name: message_factory.GetMessageClass(
+      pool.FindMessageTypeByName(f'rlds_reverb_checkpoint.{name}'))
+          for name in _SCHEMA_FIELDS}

@@ -76,3 +76,24 @@ def shard(text: str):
     raise argparse.ArgumentTypeError(
         f"must have N >= 1 and 0 <= I < N, got '{text}'")
   return index, count
+
+
+def chunk_length(text: str):
+  """argparse type: 'N' -> ('', N) for every field, 'FIELD=N' -> (FIELD, N)."""
+  field, _, number = text.rpartition('=')
+  try:
+    return field, positive_int(number)
+  except (ValueError, argparse.ArgumentTypeError) as e:
+    raise argparse.ArgumentTypeError(
+        f"must be N or FIELD=N with N >= 1, e.g. 16 or observation/pixels=2, "
+        f"got '{text}'") from e
+
+
+def chunk_length_option(pairs):
+  """`push`'s chunk_length from repeated --chunk-length: None, int or dict."""
+  if not pairs:
+    return None
+  option = dict(pairs)
+  if list(option) == ['']:
+    return option['']
+  return option

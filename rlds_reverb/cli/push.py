@@ -35,13 +35,17 @@ examples:
   rlds-reverb push --dataset DIR --server host:8000 --table replay --shard 3/16
   rlds-reverb push --dataset DIR --server localhost:8000 --table replay \\
       --workers 2
+  rlds-reverb push --dataset DIR --server localhost:8000 --table replay \\
+      --chunk-length 16 --chunk-length observation/pixels=2
 
 The table(s) must exist; a signed table must have the signature
 'rlds-reverb serve' gives it. Items are those of TF-Agents'
 ReverbAddTrajectoryObserver(sequence_length, stride_length). The dataset is
 read once before writing (to check it and count items), then again to write.
 '--shard I/N' takes the I-th of N even parts of the split (TFDS split
-slicing, exact to the episode). With '--resume FILE', progress is saved after
+slicing, exact to the episode). '--chunk-length' changes how the server
+stores the items (memory, sampling speed), never the items themselves.
+With '--resume FILE', progress is saved after
 each confirmation; the same command run again continues where the server
 last confirmed, writing at most the episodes in flight again.
 exit status: 0 every item confirmed, 1 failure, 2 bad usage or input.
@@ -65,6 +69,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help='pad an episode shorter than an item to one item')
   parser.add_argument('--priority', type=float, default=1.0,
                       help="every item's priority (default: %(default)s)")
+  parser.add_argument('--chunk-length', type=options.chunk_length,
+                      action='append', default=None, metavar='[FIELD=]N',
+                      help=('steps per chunk on the server, for every field '
+                            '(N) or one field or prefix (FIELD=N); repeat; '
+                            "default: by each field's bytes per step"))
   parser.add_argument('--on-invalid', choices=('raise', 'skip'),
                       default='raise',
                       help=('malformed episodes: fail before writing, or '
@@ -109,6 +118,7 @@ def push_one(args: argparse.Namespace) -> dict:
 
   rlds_data = options.load(args, shard=args.shard)
   _, spec = options.step_and_trajectory_spec(rlds_data)
+  _check_chunk_length(args, spec)
   infos = check_tables(args.server, args.table, spec, timeout=args.timeout)
   report = _precheck(rlds_data, args)
   skip = _episodes_to_skip(report, args.on_invalid)
@@ -128,6 +138,19 @@ def push_one(args: argparse.Namespace) -> dict:
   if recorder is not None:
     recorder.finish(result.episodes, result.items)
   return _summary(result, skip, state)
+
+
+def _check_chunk_length(args, spec) -> None:
+  """A --chunk-length naming no field, or too long, is a usage error."""
+  from rlds_reverb.write import chunks  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.write import columns  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  try:
+    chunks.check_option(
+        options.chunk_length_option(args.chunk_length),
+        columns.columns_of(spec),
+        chunks.max_chunk_length(len(args.table), args.stride))
+  except ValueError as e:
+    raise output.CliError(f'--chunk-length: {e}', output.EXIT_USAGE) from e
 
 
 def _precheck(rlds_data, args):
@@ -216,6 +239,7 @@ def _write(rlds_data, args, skip, kept, state, recorder, end_of_episode,
           sequence_length=args.sequence_length, stride_length=args.stride,
           priority=args.priority, end_of_episode=end_of_episode,
           timeout=args.timeout,
+          chunk_length=options.chunk_length_option(args.chunk_length),
           on_confirmed=functools.partial(_call_each, callbacks))
   except tf.errors.InvalidArgumentError as e:
     raise output.CliError(

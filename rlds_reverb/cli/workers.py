@@ -71,6 +71,8 @@ def worker_command(args: argparse.Namespace, index: int) -> List[str]:
               '--shard', f'{index}/{args.workers}', '--json']
   if args.pad_end_of_episodes:
     command.append('--pad-end-of-episodes')
+  for field, length in args.chunk_length or ():
+    command += ['--chunk-length', f'{field}={length}' if field else str(length)]
   if args.resume:
     command += ['--resume', resume.shard_path(args.resume, index, args.workers)]
   if args.debug:

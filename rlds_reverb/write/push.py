@@ -22,6 +22,7 @@ from rlds_reverb.convert import nstep
 from rlds_reverb.errors import ReverbTimeoutError
 from rlds_reverb.specs import fields
 from rlds_reverb.write import capacity
+from rlds_reverb.write import chunks
 from rlds_reverb.write import items as items_lib
 from rlds_reverb.write import server as server_lib
 from rlds_reverb.write import writer as writer_lib
@@ -65,6 +66,7 @@ def push(
     end_of_episode: items_lib.EndOfEpisode = items_lib.EndOfEpisode.DROP,
     policy_info_fn: Optional[fields.PolicyInfoFn] = None,
     timeout: float = DEFAULT_TIMEOUT_S,
+    chunk_length: chunks.ChunkLength = None,
     on_confirmed: Optional[Callable[[writer_lib.Progress], None]] = None,
 ) -> PushResult:
   """Writes `rlds_data` as fixed-length trajectory items into Reverb tables.
@@ -83,6 +85,9 @@ def push(
     end_of_episode: what happens at an episode's end (`EndOfEpisode`).
     policy_info_fn: optional `fn(current_step, next_step)` -> policy_info.
     timeout: seconds to wait for the server at any one point.
+    chunk_length: steps per chunk on the server: None (by each column's
+      bytes per step, `write.chunks`), one int for every column, or ints by
+      field path or prefix ({'observation/pixels': 2}); the items are the same.
     on_confirmed: called with the `Progress` after each confirmation.
 
   Returns:
@@ -101,7 +106,7 @@ def push(
   item_plan = items_lib.SequenceItems(
       sequence_length, stride_length, end_of_episode)
   return _push(rlds_data, client, address, tables, item_plan, priority,
-               policy_info_fn, timeout, on_confirmed)
+               policy_info_fn, timeout, on_confirmed, chunk_length)
 
 
 def push_nstep_transitions(
@@ -113,22 +118,23 @@ def push_nstep_transitions(
     discount: float,
     priority: float = 1.0,
     timeout: float = DEFAULT_TIMEOUT_S,
+    chunk_length: chunks.ChunkLength = None,
     on_confirmed: Optional[Callable[[writer_lib.Progress], None]] = None,
 ) -> PushResult:
   """Writes one item per n-step transition (`convert.nstep`), as Acme does.
 
   Items have no time axis; a signed table's signature must equal
   `create_nstep_transition_spec(rlds_data)`. `trajectories` in the result
-  counts transitions. Raises as `push`.
+  counts transitions; `chunk_length` is as for `push`. Raises as `push`.
   """
   tables = [tables] if isinstance(tables, str) else list(tables)
   client, address = server_lib.connect(server)
   spec = nstep.create_nstep_transition_spec(rlds_data)
-  infos = _check_tables(client, address, tables, spec, timeout)
   blocks = nstep.nstep_transition_blocks(rlds_data, n, discount)
   writer = writer_lib.SequenceWriter(
       client, tables, spec, items_lib.TransitionItems(), priority, address,
-      timeout, on_confirmed=on_confirmed)
+      timeout, chunk_length=chunk_length, on_confirmed=on_confirmed)
+  infos = _check_tables(client, address, tables, spec, timeout)
   return _write_blocks(blocks, _transitions_of, writer, None, infos, address)
 
 
@@ -200,15 +206,19 @@ def _call_per_trajectory(rlds_data, observer, policy_info_fn) -> int:
 
 
 def _push(rlds_data, client, address, tables, item_plan, priority,
-          policy_info_fn, timeout_s, on_confirmed) -> PushResult:
+          policy_info_fn, timeout_s, on_confirmed,
+          chunk_length=None) -> PushResult:
   spec = specs.trajectory_spec(specs.steps_spec(rlds_data), policy_info_fn)
+  if isinstance(item_plan, items_lib.EpisodeItems):
+    writer = writer_lib.EpisodeWriter(
+        client, tables, spec, item_plan, priority, address, timeout_s,
+        on_confirmed=on_confirmed)
+  else:  # Checks chunk_length before the server is asked.
+    writer = writer_lib.SequenceWriter(
+        client, tables, spec, item_plan, priority, address, timeout_s,
+        chunk_length=chunk_length, on_confirmed=on_confirmed)
   infos = _check_tables(client, address, tables, specs.table_signature(spec),
                         timeout_s)
-  writer_class = (writer_lib.EpisodeWriter
-                  if isinstance(item_plan, items_lib.EpisodeItems)
-                  else writer_lib.SequenceWriter)
-  writer = writer_class(client, tables, spec, item_plan, priority, address,
-                        timeout_s, on_confirmed=on_confirmed)
   blocks = convert.trajectory_blocks(rlds_data, policy_info_fn)
   episode_items = (item_plan if isinstance(item_plan, items_lib.EpisodeItems)
                    else None)

@@ -2,9 +2,9 @@
 
 Reverb's `append` and `create_item` never block and never report a lost
 server; only `flush(timeout_ms=...)` does. So every writer here:
-  * flushes every F items (about half of `MAX_PENDING_ITEMS`), leaving at
-    most F pending: never 50 unconfirmed items (Reverb's "alarmingly high"
-    warning), memory bounded whatever the dataset's size;
+  * flushes every F items, leaving pending only the items whose chunks are
+    still open: never 50 unconfirmed items (Reverb's "alarmingly high"
+    warning), memory bounded whatever the dataset's size, no chunk cut short;
   * confirms everything (flush to zero pending) at the latest every
     `CONFIRM_EVERY_ROWS` rows, at an episode end, and at `close`, so the
     episodes confirmed so far are known (`confirmed_episodes`);
@@ -13,32 +13,47 @@ server; only `flush(timeout_ms=...)` does. So every writer here:
   * checks each episode's rows against the table's columns before appending
     them (`columns`), and gives rows whose unknown dimensions differ from the
     first rows' a new Reverb writer, which would otherwise reject them.
+
+Fixed-length items and n-step transitions go through `SequenceWriter`:
+Reverb's C++ trajectory writer with a constant chunk length per column
+(`chunks`), one stream of rows across episodes, so that chunks fill up
+whatever the episodes' lengths:
+
+    rows    e0: 0 1 2 3 4 | e1: 0 1 2 | e2: 0 1 2 3 ...   (appended in order)
+    chunks  [0 1 2 3] [4 0 1 2] [0 1 2 3] ...            (a column of length 4)
+    items   [0 1] [1 2] [2 3] [3 4] | [0 1] [1 2] | ...  (never across episodes)
+
+An item is sent once every chunk it references is full; confirming (every
+`CONFIRM_EVERY_ROWS` rows, at an episode's end) finalizes the open chunks.
+Whole-episode items go through `EpisodeWriter` (Reverb's Python trajectory
+writer, one item per episode).
 """
 
 import dataclasses
 import functools
-from typing import Any, Callable, Optional, Sequence, Union
+import math
+from typing import Any, Callable, List, Optional, Sequence, Union
 
 import numpy as np
 import reverb
-from reverb import structured_writer as structured
 import tree
 
 from rlds_reverb.errors import ReverbTimeoutError
+from rlds_reverb.write import chunks
 from rlds_reverb.write import columns as columns_lib
 from rlds_reverb.write import items as items_lib
+from rlds_reverb.write import reverb_cpp
 from rlds_reverb.write import rows as rows_lib
 
-# Reverb warns from 50 unconfirmed items on; a flush leaves at most this many.
-MAX_PENDING_ITEMS = 49
+MAX_PENDING_ITEMS = chunks.MAX_PENDING_ITEMS
 CONFIRM_EVERY_ROWS = 4096
 
-# Writers given up after a timeout. Reverb's structured writer has no close,
-# and its destructor waits, without end, for the items it could not deliver;
-# kept here, it is not destroyed (also not at exit) and nothing hangs. Each
-# holds at most MAX_PENDING_ITEMS items, which still reach the table if the
-# server recovers or the rate limiter lets them in; a writer that has
-# delivered them all is released at the next writer's start.
+# Writers given up after a timeout. Reverb's writers wait in their destructor,
+# without end, for items they could not deliver; kept here, they are not
+# destroyed (also not at exit) and nothing hangs. Each holds at most
+# MAX_PENDING_ITEMS items, which still reach the table if the server recovers
+# or the rate limiter lets them in; a writer that has delivered them all is
+# released at the next writer's start.
 _ABANDONED = []
 
 
@@ -76,8 +91,8 @@ def _delivered_all(writer) -> bool:
 class _Writer:
   """Shared checks, flushing and accounting.
 
-  Subclasses give `_new_writer()` (a Reverb writer), append rows and make
-  items.
+  Subclasses make the Reverb writer from the first rows (`_new_writer`),
+  append rows, make items, and finish a confirmation (`_confirm_call`).
   """
 
   def __init__(self, tables: Sequence[str], spec_structure: Any, address: str,
@@ -85,13 +100,13 @@ class _Writer:
                on_confirmed: Optional[Callable[[Progress], None]] = None):
     release_delivered_writers()
     self._columns = columns_lib.columns_of(spec_structure)
-    self._row_shapes = None  # Fixed by the Reverb writer's first rows.
-    self._writer = self._new_writer()
     self._tables = list(tables)
     self._address = address
     self._timeout_ms = max(1, int(timeout_s * 1000))
     self._timeout_s = timeout_s
     self._on_confirmed = on_confirmed
+    self._writer = None  # Made at the first rows.
+    self._row_shapes = None  # Fixed by the Reverb writer's first rows.
     # Between flushes at most F + len(tables) - 1 items are added to the at
     # most F left pending: 2F + len(tables) - 1 <= MAX_PENDING_ITEMS.
     self._flush_every = max(1, (MAX_PENDING_ITEMS - len(self._tables) + 1) // 2)
@@ -100,22 +115,29 @@ class _Writer:
     self._unconfirmed_rows = 0
     self.progress = Progress()
 
-  def _new_writer(self):
+  def _new_writer(self, columns: Sequence[np.ndarray]):
     raise NotImplementedError
 
-  def _check_rows(self, columns: Sequence[np.ndarray], episode: Any) -> None:
-    """Checks rows before they are appended; a new writer for new shapes.
+  def _confirm_call(self, timeout_ms: int) -> None:
+    """Blocks until every item is confirmed (or raises after `timeout_ms`)."""
+    self._writer.flush(0, timeout_ms=timeout_ms)
+
+  def _prepare(self, columns: Sequence[np.ndarray], episode: Any) -> None:
+    """Checks rows before they are appended; a writer that takes them.
 
     A new shape in a dimension the spec leaves unknown would be rejected by
     the Reverb writer that saw other shapes: what it holds is confirmed, and
     a new one takes the rows.
     """
+    if self._failure is not None:
+      raise self._failure
     columns_lib.check_rows(self._columns, columns, _place(episode))
     row_shapes = columns_lib.shapes(columns)
-    if self._row_shapes is not None and row_shapes != self._row_shapes:
+    if self._writer is not None and row_shapes != self._row_shapes:
       self.confirm()
       self._release()
-      self._writer = self._new_writer()
+    if self._writer is None:
+      self._writer = self._new_writer(columns)
     self._row_shapes = row_shapes
 
   def _flush_points(self, items_per_row: np.ndarray) -> np.ndarray:
@@ -128,9 +150,6 @@ class _Writer:
     self.progress.items += int(items_per_row.sum())
     return np.diff(crossings, prepend=0) > 0
 
-  def _flush_pending(self) -> None:
-    self._flush(self._flush_every)
-
   def _episode_done(self, num_trajectories: int, num_rows: int) -> None:
     self.progress.episodes += 1
     self.progress.trajectories += num_trajectories
@@ -140,7 +159,8 @@ class _Writer:
 
   def confirm(self) -> Progress:
     """Blocks until the server confirmed every item written so far."""
-    self._flush(0)
+    if self._writer is not None or self._failure is not None:
+      self._wait(self._confirm_call)
     self._unflushed_items = 0
     self._unconfirmed_rows = 0
     self.progress.confirmed_episodes = self.progress.episodes
@@ -177,47 +197,39 @@ class _Writer:
     return progress
 
   def _release(self) -> None:
-    """The structured writer has no close; dropping it is enough."""
+    """Closes the writer; call only when it holds nothing unconfirmed."""
+    if self._writer is not None:
+      self._writer.close()
     self._writer = None
 
 
 class SequenceWriter(_Writer):
-  """Fixed-length items through Reverb's structured writer.
+  """Fixed-length items (or n-step transitions) with chunks of our lengths.
 
-  An episode's rows (its trajectories, then the plan's pad rows) are appended,
-  then the episode is ended, which resets Reverb's step index and waits for
-  its items. One config per table makes the item of the last L rows (the last
-  row alone, without a time axis, for squeezed plans) at every row r with
-  r >= L - 1 and (r - (L - 1)) % S == 0: exactly the plan's item ends
-  (`items.SequenceItems`). Conditions on the step index cost Reverb far less
-  than one on a data column (measured: about 12,000 against 8,000 rows/s).
+  For each row r of an episode that ends an item (`items.SequenceItems` or
+  `TransitionItems`), one item per table of the last L rows (the last row
+  alone, without a time axis, for squeezed plans). Rows stream across
+  episodes into Reverb's C++ trajectory writer (`reverb_cpp`), whose column
+  i is chunked `chunk_lengths[i]` (`chunks`, chosen at the first rows).
   """
 
   def __init__(self, client: reverb.Client, tables: Sequence[str],
                spec_structure: Any,
                item_plan: Union[items_lib.SequenceItems,
                                 items_lib.TransitionItems],
-               priority: float, address: str, timeout_s: float, **kwargs):
-    step = list(range(len(tree.flatten(spec_structure))))
-    length = item_plan.sequence_length
-    if item_plan.squeeze:
-      select = lambda column: column[-1]
-    else:
-      select = lambda column: column[-length:]
-    pattern = structured.pattern_from_transform(
-        step, lambda ref: tree.unflatten_as(
-            spec_structure, [select(column) for column in ref]))
-    conditions = [structured.Condition.step_index() >= length - 1]
-    stride = getattr(item_plan, 'stride_length', 1)
-    if stride > 1:
-      conditions.append(
-          structured.Condition.step_index() % stride == (length - 1) % stride)
-    self._client = client
-    self._configs = [structured.create_config(
-        pattern, table, conditions,
-        structured.constant_priority_fn(float(priority))) for table in tables]
-    self._plan = item_plan
+               priority: float, address: str, timeout_s: float,
+               chunk_length: chunks.ChunkLength = None, **kwargs):
     super().__init__(tables, spec_structure, address, timeout_s, **kwargs)
+    self._client = client
+    self._plan = item_plan
+    self._priority = float(priority)
+    self._stride = getattr(item_plan, 'stride_length', 1)
+    self._longest = chunks.max_chunk_length(len(self._tables), self._stride)
+    chunks.check_option(chunk_length, self._columns, self._longest)
+    self._chunk_length = chunk_length
+    self._squeeze = [bool(item_plan.squeeze)] * len(self._columns)
+    self._rows_in_chunks = 0  # Rows appended since the chunks last started.
+    self.chunk_lengths: Optional[List[int]] = None
     if getattr(item_plan, 'end_of_episode', None) not in (
         None, items_lib.EndOfEpisode.DROP):
       columns_lib.check_rows(
@@ -225,8 +237,19 @@ class SequenceWriter(_Writer):
           rows_lib.pad_columns(columns_lib.empty_block(spec_structure), 1),
           'the pad row that ends padded episodes')
 
-  def _new_writer(self):
-    return self._client.structured_writer(self._configs)
+  def _new_writer(self, columns: Sequence[np.ndarray]):
+    self.chunk_lengths = chunks.lengths(self._columns, columns,
+                                        self._chunk_length, self._longest)
+    self._flush_every = chunks.flush_every(
+        max(self.chunk_lengths), len(self._tables), self._stride)
+    self._rows_in_chunks = 0
+    return reverb_cpp.ChunkedWriter(self._client, self.chunk_lengths,
+                                    self._plan.sequence_length)
+
+  def _confirm_call(self, timeout_ms: int) -> None:
+    """Ends Reverb's episode: finalizes the open chunks, waits for items."""
+    self._writer.end_episode(timeout_ms=timeout_ms)
+    self._rows_in_chunks = 0
 
   def write_episode(self, block, episode: Any = None) -> None:
     """Appends one episode's rows (a numpy nest, each leaf [T, ...]).
@@ -239,34 +262,45 @@ class SequenceWriter(_Writer):
     if plan.num_pad_rows:
       pad = rows_lib.pad_columns(block, plan.num_pad_rows)
       columns = [np.concatenate([c, p]) for c, p in zip(columns, pad)]
-    self._check_rows(columns, episode)
-    items_per_row = np.zeros(num_steps + plan.num_pad_rows, np.int64)
-    items_per_row[plan.item_ends] = len(self._tables)
+    self._prepare(columns, episode)
+    num_rows = len(columns[0])
+    if len(plan.item_ends):  # pylint: disable=g-explicit-length-test
+      self._append_rows(columns, plan.item_ends)
+    self._episode_done(num_steps, num_rows)
+
+  def _append_rows(self, columns: Sequence[np.ndarray],
+                   item_ends: np.ndarray) -> None:
+    """Appends the rows; makes each item when its last row is in."""
+    num_rows = len(columns[0])
+    items_per_row = np.zeros(num_rows, np.int64)
+    items_per_row[item_ends] = len(self._tables)
     flush_after = self._flush_points(items_per_row).tolist()
-    append = _flat_append(self._writer)
-    for row, flush in zip(zip(*columns), flush_after):
-      append(row)
+    ends_item = (items_per_row > 0).tolist()
+    append, create = self._writer.append, self._writer.create_item
+    length, squeeze, priority = (
+        self._plan.sequence_length, self._squeeze, self._priority)
+    refs = []
+    for row, ends, flush in zip(zip(*columns), ends_item, flush_after):
+      refs.append(append(row))
+      if ends:
+        item = list(zip(*refs[-length:]))
+        for table in self._tables:
+          create(table, priority, item, squeeze)
       if flush:
-        self._flush_pending()
-    self._wait(self._writer.end_episode)
-    self._unflushed_items = 0  # end_episode waited for every item.
-    self._episode_done(num_steps, len(items_per_row))
+        self._flush_closed_chunks(len(refs))
+    self._rows_in_chunks += num_rows
 
+  def _flush_closed_chunks(self, rows_this_episode: int) -> None:
+    """Flushes the items whose chunks are all full; keeps the others pending.
 
-def _place(episode: Any) -> str:
-  return 'an episode' if episode is None else f'episode {int(episode)}'
-
-
-def _flat_append(writer: structured.StructuredWriter):
-  """The C++ writer's `Append` of flat rows, else the Python wrapper's.
-
-  `StructuredWriter.append` flattens each row with `tree.flatten` and keeps
-  its structure for error messages; our rows are flat already and their
-  columns come from the checked spec. dm-reverb 0.14 keeps the pybind writer
-  in `_writer`; any other version takes the public path.
-  """
-  raw = getattr(writer, '_writer', None)
-  return getattr(raw, 'Append', None) or writer.append
+    Flushing an item that references an open chunk would cut that chunk
+    short. Open chunks hold the last `open_rows` rows; the items ending there
+    are at most tables * ceil(open_rows / stride).
+    """
+    rows = self._rows_in_chunks + rows_this_episode
+    open_rows = max(rows % length for length in self.chunk_lengths)
+    keep = len(self._tables) * math.ceil(open_rows / self._stride)
+    self._flush(keep)
 
 
 class EpisodeWriter(_Writer):
@@ -275,20 +309,21 @@ class EpisodeWriter(_Writer):
   def __init__(self, client: reverb.Client, tables: Sequence[str],
                spec_structure: Any, item_plan: items_lib.EpisodeItems,
                priority: float, address: str, timeout_s: float, **kwargs):
+    super().__init__(tables, spec_structure, address, timeout_s, **kwargs)
     self._client = client
     self._keep_alive = item_plan.max_sequence_length + 1
     self._structure = spec_structure
     self._priority = float(priority)
-    super().__init__(tables, spec_structure, address, timeout_s, **kwargs)
 
-  def _new_writer(self):
+  def _new_writer(self, columns: Sequence[np.ndarray]):
+    del columns  # Reverb's auto-tuned chunks.
     return self._client.trajectory_writer(
         num_keep_alive_refs=self._keep_alive, validate_items=False)
 
   def write_episode(self, block, episode: Any = None) -> None:
     columns = rows_lib.flat_columns(block)
     num_steps = len(columns[0])
-    self._check_rows(columns, episode)
+    self._prepare(columns, episode)
     for row in zip(*columns):
       self._writer.append(list(row))
     history = [column[-num_steps:] for column in self._writer.history]
@@ -296,10 +331,9 @@ class EpisodeWriter(_Writer):
     for table in self._tables:
       self._writer.create_item(table, self._priority, item)
     if self._flush_points(np.array([len(self._tables)]))[0]:
-      self._flush_pending()
+      self._flush(self._flush_every)
     self._episode_done(num_steps, num_steps)
 
-  def _release(self) -> None:
-    self._writer.close()
-    self._writer = None
 
+def _place(episode: Any) -> str:
+  return 'an episode' if episode is None else f'episode {int(episode)}'
