@@ -34,9 +34,7 @@ def episode_arrays(num_steps: int, seed: int, terminal: bool = True) -> dict:
 
 def in_memory_rlds(num_episodes: int, num_steps: int) -> tf.data.Dataset:
   """RLDS episodes held in memory: a dataset of {'steps': Dataset}."""
-  stacked = [episode_arrays(num_steps, seed) for seed in range(num_episodes)]
-  arrays = {key: np.stack([e[key] for e in stacked]) for key in stacked[0]}
-  return tf.data.Dataset.from_tensor_slices(arrays).map(_as_episode)
+  return _in_memory(episode_arrays, num_episodes, num_steps)
 
 
 def streamed_rlds(num_episodes: int, num_steps: int) -> tf.data.Dataset:
@@ -76,3 +74,78 @@ def timed(fn, repeats: int):
 def machine() -> str:
   return (f'{platform.machine()}, {os.cpu_count()} cores, Python '
           f'{platform.python_version()}, TensorFlow {tf.__version__}')
+
+
+# 72x96x3 frames with RL Unplugged DMLab's step structure (20,772 B a step).
+FRAME_SHAPE = (72, 96, 3)
+
+
+def frame_episode_arrays(num_steps: int, seed: int) -> dict:
+  """One DMLab-shaped episode: frames of a smooth scene that moves, plus noise.
+
+  Real frames compress (Reverb compresses chunks); uniform noise would not.
+  The scene: colour gradients, a bright square crossing it, a little noise.
+  """
+  rng = np.random.default_rng(seed)
+  height, width, _ = FRAME_SHAPE
+  rows = np.arange(height)[:, None, None]
+  cols = np.arange(width)[None, :, None]
+  channels = np.arange(3)[None, None, :]
+  background = (rows * 2 + cols + channels * 40) % 256
+  frames = np.empty((num_steps,) + FRAME_SHAPE, np.uint8)
+  for step in range(num_steps):
+    frame = background + rng.integers(0, 3, FRAME_SHAPE)
+    top, left = (step * 3) % (height - 12), (step * 5 + seed * 7) % (width - 12)
+    frame[top:top + 12, left:left + 12] = 250
+    frames[step] = frame % 256
+  index = np.arange(num_steps)
+  return {
+      'observation': {
+          'pixels': frames,
+          'last_action': rng.integers(0, 15, num_steps).astype(np.int64),
+          'last_reward': rng.standard_normal(num_steps).astype(np.float32),
+      },
+      'action': rng.integers(0, 15, num_steps).astype(np.int64),
+      'reward': rng.standard_normal(num_steps).astype(np.float32),
+      'discount': np.ones(num_steps, np.float32),
+      'is_first': index == 0,
+      'is_last': index == num_steps - 1,
+      'is_terminal': (index == num_steps - 1),
+  }
+
+
+def in_memory_frames_rlds(num_episodes: int, num_steps: int) -> tf.data.Dataset:
+  """DMLab-shaped RLDS episodes held in memory."""
+  return _in_memory(frame_episode_arrays, num_episodes, num_steps)
+
+
+
+def embedding_episode_arrays(num_steps: int, seed: int) -> dict:
+  """Halfcheetah shapes plus a 512-float embedding (2 KB a step) to observe."""
+  episode = episode_arrays(num_steps, seed)
+  rng = np.random.default_rng(seed + 1)
+  episode['observation'] = {
+      'state': episode['observation'],
+      'embedding': rng.standard_normal((num_steps, 512)).astype(np.float32)}
+  return episode
+
+
+def in_memory_embedding_rlds(num_episodes: int,
+                             num_steps: int) -> tf.data.Dataset:
+  return _in_memory(embedding_episode_arrays, num_episodes, num_steps)
+
+
+def _in_memory(episode_arrays_fn, num_episodes: int,
+               num_steps: int) -> tf.data.Dataset:
+  """Episodes of `episode_arrays_fn(num_steps, seed)`, held in memory."""
+  stacked = [episode_arrays_fn(num_steps, seed) for seed in range(num_episodes)]
+  arrays = tf.nest.map_structure(lambda *leaves: np.stack(leaves), *stacked)
+  return tf.data.Dataset.from_tensor_slices(arrays).map(_as_episode)
+
+
+# RLDS data by shape name: fn(num_episodes, num_steps) -> tf.data.Dataset.
+SHAPES = {
+    'vector': in_memory_rlds,
+    'image': in_memory_frames_rlds,
+    'embedding': in_memory_embedding_rlds,
+}

@@ -1,25 +1,30 @@
-"""Push throughput and memory: TF-Agents, Reverb's raw writer, rlds_reverb.
+"""Push throughput and memory: TF-Agents, Reverb's raw writers, rlds_reverb.
 
-One run, the same data (20 episodes x 1000 steps, halfcheetah shapes), items
-of 2 steps with stride 1 (TF-Agents' `ReverbAddTrajectoryObserver(2)`):
+One run, the same data, items of 2 steps with stride 1 (TF-Agents'
+`ReverbAddTrajectoryObserver(2)`); shapes: vector (20 episodes x 1000 steps,
+D4RL halfcheetah) and image (10 x 500, RL Unplugged DMLab 72x96x3 frames):
 
-  tf_agents   `rlds_to_reverb.push_rlds_to_reverb` + the observer's flush.
-  raw writer  Reverb's structured writer appending pre-made numpy rows of the
-              same trajectory structure (made before timing) through its
-              public `append`, creating the same items, flushed in the same
-              bounded batches (24 pending) so that it is as safe as ours, and
-              fully at the end.
-  rlds_reverb `rlds_reverb.push` (conversion included; it hands flat rows to
-              the C++ writer's `Append`, skipping `append`'s flattening).
+  tf_agents    vector: `rlds_to_reverb.push_rlds_to_reverb` + the observer's
+               flush; image: the observer fed our trajectories one by one
+               (TF-Agents' converter gives nested observations an extra axis).
+  structured   Reverb's StructuredWriter appending pre-made numpy rows (made
+               before timing) through its public `append`, creating the same
+               items, flushed in the same bounded batches (24 pending), and
+               fully at the end: Reverb's default chunking.
+  chunked      Reverb's C++ trajectory writer with the chunk lengths
+               `rlds_reverb` chooses, fed the same pre-made rows in one stream
+               (a minimal loop written here: append, create the item, flush
+               every 16 items keeping the items of open chunks, end once).
+  rlds_reverb  `rlds_reverb.push` (conversion from RLDS included).
 
-Each writes into an empty table on one in-process server, the three taking
+Each writes into an empty table on one in-process server, the writers taking
 turns round after round so that they share the machine's noise; the item count
 is checked after every run. Then the time of a push of 1 episode of 10 steps:
 what every push costs whatever its size (building the pipeline, checking the
 server, confirming). Then peak RSS of `rlds_reverb.push` over a streamed
 dataset of 10 and of 100 episodes, each in a fresh process.
 
-    python benchmarks/push_throughput.py [--repeats 3] [--skip-rss]
+    python benchmarks/push_throughput.py [--shape vector image] [--repeats 3] [--skip-rss]
 """
 
 import argparse
@@ -40,9 +45,14 @@ from tf_agents.specs import tensor_spec
 import tree
 
 import rlds_reverb
+from rlds_reverb.write import chunks
+from rlds_reverb.write import columns as columns_lib
+from rlds_reverb.write import reverb_cpp
 
 TABLE = 'bench'
 FLUSH_EVERY = 24
+TIMEOUT_MS = 60_000
+SIZES = {'vector': (20, 1000), 'image': (10, 500)}
 
 
 def make_server(spec, max_size: int = 10**7) -> reverb.Server:
@@ -56,6 +66,14 @@ def make_server(spec, max_size: int = 10**7) -> reverb.Server:
 def push_tf_agents(data, client) -> None:
   observer = reverb_utils.ReverbAddTrajectoryObserver(client, TABLE, 2)
   rlds_to_reverb.push_rlds_to_reverb(data, observer)
+  observer.flush()
+
+
+def observe_tf_agents(data, client) -> None:
+  """TF-Agents' observer, fed our trajectories (nested observations)."""
+  observer = reverb_utils.ReverbAddTrajectoryObserver(client, TABLE, 2)
+  for entry in rlds_reverb.convert_rlds_to_trajectories(data):
+    observer(entry)
   observer.flush()
 
 
@@ -84,13 +102,45 @@ def push_raw_writer(episodes, client, structure) -> None:
     for index, row in enumerate(rows):
       writer.append(row)
       if index >= 1 and index % FLUSH_EVERY == 0:
-        writer.flush(FLUSH_EVERY, timeout_ms=60_000)
-    writer.end_episode(timeout_ms=60_000)
-  writer.flush(0, timeout_ms=60_000)
+        writer.flush(FLUSH_EVERY, timeout_ms=TIMEOUT_MS)
+    writer.end_episode(timeout_ms=TIMEOUT_MS)
+  writer.flush(0, timeout_ms=TIMEOUT_MS)
+
+
+def chunk_lengths_of(data, spec):
+  """The chunk lengths `rlds_reverb.push` chooses for this data (1 table)."""
+  first = next(rlds_reverb.convert.trajectory_blocks(data).as_numpy_iterator())
+  return chunks.lengths(columns_lib.columns_of(spec),
+                        [np.asarray(leaf) for leaf in
+                         tree.flatten(first.trajectory)], None,
+                        chunks.max_chunk_length(1, 1))
+
+
+def push_chunked_writer(episodes, client, lengths) -> None:
+  """The C++ trajectory writer on ready rows, in one stream of episodes."""
+  writer = reverb_cpp.ChunkedWriter(client, lengths, num_keep_alive_refs=2)
+  squeeze = [False] * len(lengths)
+  keep = max(lengths) - 1  # Items that may wait for open chunks.
+  unflushed = 0
+  for rows in episodes:
+    previous = writer.append(rows[0])
+    for row in rows[1:]:
+      refs = writer.append(row)
+      writer.create_item(TABLE, 1.0, list(zip(previous, refs)), squeeze)
+      previous = refs
+      unflushed += 1
+      if unflushed == 16:
+        writer.flush(keep, timeout_ms=TIMEOUT_MS)
+        unflushed = 0
+  writer.end_episode(timeout_ms=TIMEOUT_MS)
+  writer.close()
 
 
 def measure(writers, client, expected_items, repeats):
-  """Median items/s of each writer; rounds interleave them to share noise."""
+  """Median items/s of each writer, and per-round ratios to the last one.
+
+  Rounds interleave the writers so that they share the machine's noise.
+  """
   seconds = {name: [] for name, _ in writers}
   for _ in range(repeats):
     for name, fn in writers:
@@ -101,8 +151,8 @@ def measure(writers, client, expected_items, repeats):
         raise SystemExit(
             f'{name} left {items} items, expected {expected_items}')
       seconds[name].append(elapsed)
-  return [(name, expected_items / statistics.median(seconds[name]))
-          for name, _ in writers]
+  return {name: [expected_items / s for s in seconds[name]]
+          for name, _ in writers}
 
 
 def fixed_cost(client, repeats: int) -> float:
@@ -134,10 +184,50 @@ def peak_rss(num_episodes: int, steps: int) -> float:
   return json.loads(output.stdout.strip().splitlines()[-1])['peak_rss_mib']
 
 
+def measure_shape(shape: str, repeats: int) -> None:
+  num_episodes, num_steps = SIZES[shape]
+  data = common.SHAPES[shape](num_episodes, num_steps).cache()
+  spec = rlds_reverb.create_trajectory_data_spec(data)
+  episodes = numpy_rows(data)
+  lengths = chunk_lengths_of(data, spec)
+  expected_items = num_episodes * (num_steps - 1)
+  server = make_server(spec)
+  client = reverb.Client(f'localhost:{server.port}')
+  push_rlds_reverb(data, client)  # Warm up: tracing, first iterator.
+  tf_agents = push_tf_agents if shape == 'vector' else observe_tf_agents
+  rates = measure([
+      ('tf_agents', lambda: tf_agents(data, client)),
+      ('structured (pre-made rows)',
+       lambda: push_raw_writer(episodes, client, spec)),
+      ('chunked (pre-made rows)',
+       lambda: push_chunked_writer(episodes, client, lengths)),
+      ('rlds_reverb.push', lambda: push_rlds_reverb(data, client)),
+  ], client, expected_items, repeats)
+  server.stop()
+  print(f'\n{shape}: {num_episodes} episodes x {num_steps} steps; chunk '
+        f'lengths {lengths}; items of 2 steps, stride 1; median of {repeats} '
+        f'interleaved rounds')
+  for name, values in rates.items():
+    print(f'{name:28s} {statistics.median(values):10,.0f} items/s')
+  ours = rates['rlds_reverb.push']
+  for name in ('tf_agents', 'structured (pre-made rows)',
+               'chunked (pre-made rows)'):
+    ratios = [a / b for a, b in zip(ours, rates[name])]
+    print(f'rlds_reverb / {name:28s} {statistics.median(ratios):5.2f}x '
+          f'(per round: {", ".join(f"{r:.2f}" for r in ratios)})')
+  chunked = rates['chunked (pre-made rows)']
+  structured_rates = rates['structured (pre-made rows)']
+  ratios = [a / b for a, b in zip(chunked, structured_rates)]
+  print(f'chunked / structured, both on pre-made rows: '
+        f'{statistics.median(ratios):.2f}x')
+
+
 def main():
-  parser = argparse.ArgumentParser(description=__doc__)
-  parser.add_argument('--episodes', type=int, default=20)
-  parser.add_argument('--steps', type=int, default=1000)
+  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+  parser.add_argument('--shape', nargs='+', default=['vector', 'image'],
+                      choices=sorted(SIZES))
+  parser.add_argument('--steps', type=int, default=1000,
+                      help='steps per episode of the RSS runs')
   parser.add_argument('--repeats', type=int, default=3)
   parser.add_argument('--skip-rss', action='store_true')
   parser.add_argument('--rss-child', type=int, help=argparse.SUPPRESS)
@@ -145,33 +235,15 @@ def main():
   if args.rss_child:
     rss_child(args.rss_child, args.steps)
     return
-
-  data = common.in_memory_rlds(args.episodes, args.steps).cache()
-  structure = rlds_reverb.create_trajectory_data_spec(data)
-  episodes = numpy_rows(data)
-  expected_items = args.episodes * (args.steps - 1)
-  server = make_server(structure)
-  client = reverb.Client(f'localhost:{server.port}')
-  push_rlds_reverb(data, client)  # Warm up: tracing, first iterator.
-  rows = measure([
-      ('tf_agents push_rlds_to_reverb', lambda: push_tf_agents(data, client)),
-      ('reverb structured writer',
-       lambda: push_raw_writer(episodes, client, structure)),
-      ('rlds_reverb.push', lambda: push_rlds_reverb(data, client)),
-  ], client, expected_items, args.repeats)
-  fixed_seconds = fixed_cost(client, args.repeats)
-  server.stop()
   print(f'machine: {common.machine()}')
-  print(f'data: {args.episodes} episodes x {args.steps} steps, observation '
-        f'float32[{common.OBSERVATION_SIZE}], action float32['
-        f'{common.ACTION_SIZE}]; items of 2 steps, stride 1; median of '
-        f'{args.repeats} interleaved rounds')
-  for name, rate in rows:
-    print(f'{name:32s} {rate:10,.0f} items/s')
-  ours = rows[2][1]
-  print(f'rlds_reverb / tf_agents:      {ours / rows[0][1]:.1f}x')
-  print(f'rlds_reverb / raw writer:     {100 * ours / rows[1][1]:.0f}%')
-  print(f'rlds_reverb.push of 1 episode x 10 steps: {fixed_seconds:.3f} s '
+  for shape in args.shape:
+    measure_shape(shape, args.repeats)
+  server = make_server(rlds_reverb.create_trajectory_data_spec(
+      common.in_memory_rlds(1, 10)))
+  fixed_seconds = fixed_cost(reverb.Client(f'localhost:{server.port}'),
+                             args.repeats)
+  server.stop()
+  print(f'\nrlds_reverb.push of 1 episode x 10 steps: {fixed_seconds:.3f} s '
         f'(the cost of any push: pipeline, checks, final confirmation)')
   if not args.skip_rss:
     small, large = peak_rss(10, args.steps), peak_rss(100, args.steps)

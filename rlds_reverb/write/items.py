@@ -15,6 +15,11 @@ continuing to count: up to L steps in all (PAD), or L - 1 of them (TILE):
 
 `ReverbAddEpisodeObserver(max_sequence_length)` writes one item per episode,
 its whole length, if it has at most `max_sequence_length` steps.
+
+Every plan says, for an episode of T steps, `plan(T)` (pad rows, item ends)
+and `item_length(T)` (rows per item), and bounds them: `max_item_length`
+(rows a writer must keep referable), `stride_length` (rows between item
+ends), `squeeze` (items without a time axis).
 """
 
 import dataclasses
@@ -56,6 +61,14 @@ class SequenceItems:
           f'sequence_length and stride_length must be >= 1, got '
           f'{self.sequence_length} and {self.stride_length}.')
 
+  @property
+  def max_item_length(self) -> int:
+    return self.sequence_length
+
+  def item_length(self, num_steps: int) -> int:
+    del num_steps
+    return self.sequence_length
+
   def plan(self, num_steps: int) -> EpisodePlan:
     length = self.sequence_length
     if self.end_of_episode is EndOfEpisode.TILE:
@@ -72,8 +85,13 @@ class SequenceItems:
 @dataclasses.dataclass(frozen=True)
 class TransitionItems:
   """One item per row without a time axis: n-step transitions, as Acme's."""
-  sequence_length: int = 1
-  squeeze: bool = True
+  max_item_length = 1
+  stride_length = 1
+  squeeze = True
+
+  def item_length(self, num_steps: int) -> int:
+    del num_steps
+    return 1
 
   def plan(self, num_steps: int) -> EpisodePlan:
     return EpisodePlan(0, np.arange(num_steps))
@@ -81,9 +99,25 @@ class TransitionItems:
 
 @dataclasses.dataclass(frozen=True)
 class EpisodeItems:
-  """Whole-episode items, `ReverbAddEpisodeObserver`'s."""
+  """Whole-episode items, `ReverbAddEpisodeObserver`'s.
+
+  An episode longer than `max_sequence_length` does not fit: the push fails,
+  or skips it with `bypass_partial_episodes`, before its rows are written.
+  """
   max_sequence_length: int
   bypass_partial_episodes: bool = False
+  stride_length = 1  # At most one item ends per row (episodes of one step).
+  squeeze = False
+
+  @property
+  def max_item_length(self) -> int:
+    return self.max_sequence_length
+
+  def item_length(self, num_steps: int) -> int:
+    return num_steps
 
   def fits(self, num_steps: int) -> bool:
     return num_steps <= self.max_sequence_length
+
+  def plan(self, num_steps: int) -> EpisodePlan:
+    return EpisodePlan(0, np.array([num_steps - 1]))

@@ -1,7 +1,7 @@
 """Pushing RLDS data into Reverb tables: checked up front, confirmed at the end.
 
     rlds_data -> trajectory_blocks (one numpy block per episode, prefetched)
-              -> SequenceWriter / EpisodeWriter (Reverb's C++ writers)
+              -> SequenceWriter (Reverb's C++ trajectory writer)
               -> flushed in bounded batches, confirmed before returning
 
 Before anything is written: the server answers within the timeout, every
@@ -209,14 +209,10 @@ def _push(rlds_data, client, address, tables, item_plan, priority,
           policy_info_fn, timeout_s, on_confirmed,
           chunk_length=None) -> PushResult:
   spec = specs.trajectory_spec(specs.steps_spec(rlds_data), policy_info_fn)
-  if isinstance(item_plan, items_lib.EpisodeItems):
-    writer = writer_lib.EpisodeWriter(
-        client, tables, spec, item_plan, priority, address, timeout_s,
-        on_confirmed=on_confirmed)
-  else:  # Checks chunk_length before the server is asked.
-    writer = writer_lib.SequenceWriter(
-        client, tables, spec, item_plan, priority, address, timeout_s,
-        chunk_length=chunk_length, on_confirmed=on_confirmed)
+  # Checks chunk_length before the server is asked.
+  writer = writer_lib.SequenceWriter(
+      client, tables, spec, item_plan, priority, address, timeout_s,
+      chunk_length=chunk_length, on_confirmed=on_confirmed)
   infos = _check_tables(client, address, tables, specs.table_signature(spec),
                         timeout_s)
   blocks = convert.trajectory_blocks(rlds_data, policy_info_fn)

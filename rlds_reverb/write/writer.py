@@ -14,7 +14,7 @@ server; only `flush(timeout_ms=...)` does. So every writer here:
     them (`columns`), and gives rows whose unknown dimensions differ from the
     first rows' a new Reverb writer, which would otherwise reject them.
 
-Fixed-length items and n-step transitions go through `SequenceWriter`:
+Items of every kind go through `SequenceWriter`:
 Reverb's C++ trajectory writer with a constant chunk length per column
 (`chunks`), one stream of rows across episodes, so that chunks fill up
 whatever the episodes' lengths:
@@ -25,8 +25,8 @@ whatever the episodes' lengths:
 
 An item is sent once every chunk it references is full; confirming (every
 `CONFIRM_EVERY_ROWS` rows, at an episode's end) finalizes the open chunks.
-Whole-episode items go through `EpisodeWriter` (Reverb's Python trajectory
-writer, one item per episode).
+Whole-episode items (`items.EpisodeItems`) are one item per episode, made
+at its last row, referencing all its rows.
 """
 
 import dataclasses
@@ -36,7 +36,6 @@ from typing import Any, Callable, List, Optional, Sequence, Union
 
 import numpy as np
 import reverb
-import tree
 
 from rlds_reverb.errors import ReverbTimeoutError
 from rlds_reverb.write import chunks
@@ -204,26 +203,28 @@ class _Writer:
 
 
 class SequenceWriter(_Writer):
-  """Fixed-length items (or n-step transitions) with chunks of our lengths.
+  """Items of any plan, with chunks of our lengths.
 
-  For each row r of an episode that ends an item (`items.SequenceItems` or
-  `TransitionItems`), one item per table of the last L rows (the last row
-  alone, without a time axis, for squeezed plans). Rows stream across
-  episodes into Reverb's C++ trajectory writer (`reverb_cpp`), whose column
-  i is chunked `chunk_lengths[i]` (`chunks`, chosen at the first rows).
+  For each row r of an episode that ends an item (`items.SequenceItems`,
+  `TransitionItems`, `EpisodeItems`), one item per table of the last
+  `item_length` rows (the last row alone, without a time axis, for squeezed
+  plans). Rows stream across episodes into Reverb's C++ trajectory writer
+  (`reverb_cpp`), whose column i is chunked `chunk_lengths[i]` (`chunks`,
+  chosen at the first rows).
   """
 
   def __init__(self, client: reverb.Client, tables: Sequence[str],
                spec_structure: Any,
                item_plan: Union[items_lib.SequenceItems,
-                                items_lib.TransitionItems],
+                                items_lib.TransitionItems,
+                                items_lib.EpisodeItems],
                priority: float, address: str, timeout_s: float,
                chunk_length: chunks.ChunkLength = None, **kwargs):
     super().__init__(tables, spec_structure, address, timeout_s, **kwargs)
     self._client = client
     self._plan = item_plan
     self._priority = float(priority)
-    self._stride = getattr(item_plan, 'stride_length', 1)
+    self._stride = item_plan.stride_length
     self._longest = chunks.max_chunk_length(len(self._tables), self._stride)
     chunks.check_option(chunk_length, self._columns, self._longest)
     self._chunk_length = chunk_length
@@ -244,7 +245,7 @@ class SequenceWriter(_Writer):
         max(self.chunk_lengths), len(self._tables), self._stride)
     self._rows_in_chunks = 0
     return reverb_cpp.ChunkedWriter(self._client, self.chunk_lengths,
-                                    self._plan.sequence_length)
+                                    self._plan.max_item_length)
 
   def _confirm_call(self, timeout_ms: int) -> None:
     """Ends Reverb's episode: finalizes the open chunks, waits for items."""
@@ -265,20 +266,20 @@ class SequenceWriter(_Writer):
     self._prepare(columns, episode)
     num_rows = len(columns[0])
     if len(plan.item_ends):  # pylint: disable=g-explicit-length-test
-      self._append_rows(columns, plan.item_ends)
+      self._append_rows(columns, plan.item_ends,
+                        self._plan.item_length(num_steps))
     self._episode_done(num_steps, num_rows)
 
   def _append_rows(self, columns: Sequence[np.ndarray],
-                   item_ends: np.ndarray) -> None:
-    """Appends the rows; makes each item when its last row is in."""
+                   item_ends: np.ndarray, length: int) -> None:
+    """Appends the rows; makes each item of `length` rows at its last row."""
     num_rows = len(columns[0])
     items_per_row = np.zeros(num_rows, np.int64)
     items_per_row[item_ends] = len(self._tables)
     flush_after = self._flush_points(items_per_row).tolist()
     ends_item = (items_per_row > 0).tolist()
     append, create = self._writer.append, self._writer.create_item
-    length, squeeze, priority = (
-        self._plan.sequence_length, self._squeeze, self._priority)
+    squeeze, priority = self._squeeze, self._priority
     refs = []
     for row, ends, flush in zip(zip(*columns), ends_item, flush_after):
       refs.append(append(row))
@@ -301,38 +302,6 @@ class SequenceWriter(_Writer):
     open_rows = max(rows % length for length in self.chunk_lengths)
     keep = len(self._tables) * math.ceil(open_rows / self._stride)
     self._flush(keep)
-
-
-class EpisodeWriter(_Writer):
-  """Whole-episode items through Reverb's trajectory writer."""
-
-  def __init__(self, client: reverb.Client, tables: Sequence[str],
-               spec_structure: Any, item_plan: items_lib.EpisodeItems,
-               priority: float, address: str, timeout_s: float, **kwargs):
-    super().__init__(tables, spec_structure, address, timeout_s, **kwargs)
-    self._client = client
-    self._keep_alive = item_plan.max_sequence_length + 1
-    self._structure = spec_structure
-    self._priority = float(priority)
-
-  def _new_writer(self, columns: Sequence[np.ndarray]):
-    del columns  # Reverb's auto-tuned chunks.
-    return self._client.trajectory_writer(
-        num_keep_alive_refs=self._keep_alive, validate_items=False)
-
-  def write_episode(self, block, episode: Any = None) -> None:
-    columns = rows_lib.flat_columns(block)
-    num_steps = len(columns[0])
-    self._prepare(columns, episode)
-    for row in zip(*columns):
-      self._writer.append(list(row))
-    history = [column[-num_steps:] for column in self._writer.history]
-    item = tree.unflatten_as(self._structure, history)
-    for table in self._tables:
-      self._writer.create_item(table, self._priority, item)
-    if self._flush_points(np.array([len(self._tables)]))[0]:
-      self._flush(self._flush_every)
-    self._episode_done(num_steps, num_steps)
 
 
 def _place(episode: Any) -> str:

@@ -1,0 +1,268 @@
+"""Server memory, checkpoint size and sampling rates of tables filled by each writer.
+
+One run, the same data, items of 2 steps with stride 1. Each writer fills its
+own Reverb server, each server in its own child process, so that the growth
+of the child's resident memory is what the table's items cost:
+
+  tf_agents    TF-Agents' `ReverbAddTrajectoryObserver(2)` fed the
+               trajectories one by one (Reverb's Python trajectory writer,
+               auto-tuned chunks), flushed
+  structured   Reverb's StructuredWriter on pre-made numpy rows (Reverb's
+               default chunking: auto-tuned, at most 2 steps a chunk)
+  rlds_reverb  `rlds_reverb.push` (chunk lengths by `write.chunks`' rule)
+  --sweep      `rlds_reverb.push` with other chunk lengths, to choose the rule
+
+For each: resident memory growth of the server per item and per step,
+checkpoint bytes per item, and sampling rates through
+`reverb.TrajectoryDataset` and TF-Agents' `ReverbReplayBuffer.as_dataset`
+(items/s, in batches of 64 items of 2 steps); sampling
+rounds take turns across the tables so that they share the noise.
+
+    python benchmarks/server_memory.py [--shape vector image] [--sweep] [--repeats 3]
+
+Shapes: vector (D4RL halfcheetah: 108 B of data per step), image (RL
+Unplugged DMLab: 72x96x3 frames and scalars, 20,772 B per step), embedding
+(halfcheetah plus a 512-float vector, 2,156 B per step; for --sweep).
+"""
+
+import argparse
+import multiprocessing
+import os
+import statistics
+import tempfile
+import time
+
+import common  # pylint: disable=g-bad-import-order
+from rlds_reverb import quiet  # pylint: disable=g-bad-import-order
+import numpy as np
+import reverb
+from tf_agents.replay_buffers import reverb_replay_buffer
+from tf_agents.replay_buffers import reverb_utils
+from tf_agents.specs import tensor_spec
+import tree
+
+import push_throughput  # pylint: disable=g-bad-import-order
+import rlds_reverb
+from rlds_reverb.write import chunks
+
+TABLE = 'bench'
+SIZES = {  # shape: (episodes, steps per episode)
+    'vector': (20, 1000),
+    'image': (10, 500),
+    'embedding': (10, 1000),
+}
+# --sweep: chunk lengths to try, {field path prefix: length} per shape.
+SWEEPS = {
+    'vector': [{'': 2}, {'': 8}, {'': 16}, {'': 32}],
+    'image': [{'observation/pixels': 1}, {'observation/pixels': 2},
+              {'observation/pixels': 4}, {'observation/pixels': 8}],
+    'embedding': [{'observation/embedding': 1}, {'observation/embedding': 2},
+                  {'observation/embedding': 4}, {'observation/embedding': 8},
+                  {'observation/embedding': 32}],
+}
+BATCHES = 40
+BATCH_SIZE = 64
+
+
+# --- A server in a child process. --------------------------------------------
+
+def _serve(signature, checkpoint_dir, connection) -> None:
+  """Child: one table, checkpointing into `checkpoint_dir`; until told."""
+  with quiet.quieted():
+    table = reverb.Table(
+        TABLE, reverb.selectors.Uniform(), reverb.selectors.Fifo(),
+        max_size=10**8, rate_limiter=reverb.rate_limiters.MinSize(1),
+        signature=signature)
+    server = reverb.Server(
+        [table], checkpointer=reverb.checkpointers.DefaultCheckpointer(
+            checkpoint_dir))
+    connection.send(server.port)
+    connection.recv()
+    server.stop()
+
+
+class ServerProcess:
+  """A Reverb server in its own process; its RSS and checkpoint size."""
+
+  def __init__(self, signature):
+    self._checkpoints = tempfile.mkdtemp(prefix='server_memory_')
+    context = multiprocessing.get_context('spawn')
+    self._connection, child = context.Pipe()
+    self._process = context.Process(
+        target=_serve, args=(signature, self._checkpoints, child))
+    self._process.start()
+    self.address = f'localhost:{self._connection.recv()}'
+    self.client = reverb.Client(self.address)
+
+  def rss_bytes(self) -> int:
+    """Resident memory after the server settles (items arrive async)."""
+    time.sleep(1.0)
+    with open(f'/proc/{self._process.pid}/status', encoding='ascii') as f:
+      for line in f:
+        if line.startswith('VmRSS:'):
+          return int(line.split()[1]) * 1024
+    raise RuntimeError('no VmRSS')
+
+  def checkpoint_bytes(self) -> int:
+    path = self.client.checkpoint()
+    return sum(entry.stat().st_size for entry in os.scandir(path))
+
+  def items(self) -> int:
+    return self.client.server_info(timeout=30)[TABLE].current_size
+
+  def stop(self) -> None:
+    self._connection.send('stop')
+    self._process.join(timeout=60)
+
+
+# --- The writers. ------------------------------------------------------------
+
+def write_tf_agents(data, client) -> None:
+  observer = reverb_utils.ReverbAddTrajectoryObserver(client, TABLE, 2)
+  for entry in rlds_reverb.convert_rlds_to_trajectories(data):
+    observer(entry)
+  observer.flush()
+  observer.close()
+
+
+def writers(data, spec, sweep_options):
+  """(name, fn(client)) of every writer to measure."""
+  rows = push_throughput.numpy_rows(data)
+  result = [
+      ('tf_agents', lambda client: write_tf_agents(data, client)),
+      ('structured', lambda client: push_throughput.push_raw_writer(
+          rows, client, spec)),
+      ('rlds_reverb', lambda client: rlds_reverb.push(data, client, TABLE)),
+  ]
+  for option in sweep_options:
+    result.append((f'chunks {_option_text(option)}',
+                   lambda client, o=option: rlds_reverb.push(
+                       data, client, TABLE, chunk_length=o)))
+  return result
+
+
+def _option_text(option) -> str:
+  return ','.join(f'{key or "all"}={value}' for key, value in option.items())
+
+
+# --- Sampling. ---------------------------------------------------------------
+
+def trajectory_rate(server: ServerProcess) -> float:
+  """Items/s read through `reverb.TrajectoryDataset`, in batches of 64.
+
+  Batched, as a learner reads it: one Python step per batch, not per item
+  (~300 us each here, which would hide the table's own rate).
+  """
+  dataset = reverb.TrajectoryDataset.from_table_signature(
+      server.address, TABLE, max_in_flight_samples_per_worker=2 * BATCH_SIZE)
+  return _rate(dataset.batch(BATCH_SIZE))
+
+
+def replay_rate(server: ServerProcess, spec) -> float:
+  """Items/s read through `ReverbReplayBuffer.as_dataset` in batches."""
+  replay = reverb_replay_buffer.ReverbReplayBuffer(
+      spec, TABLE, sequence_length=2, server_address=server.address)
+  return _rate(replay.as_dataset(sample_batch_size=BATCH_SIZE, num_steps=2))
+
+
+def _rate(batches) -> float:
+  """Items/s over `BATCHES` batches, after 3 to warm up."""
+  iterator = iter(batches)
+  for _ in range(3):
+    next(iterator)
+  start = time.perf_counter()
+  for _ in range(BATCHES):
+    next(iterator)
+  return BATCHES * BATCH_SIZE / (time.perf_counter() - start)
+
+
+# --- One shape. ----------------------------------------------------------------
+
+def measure_shape(shape: str, sweep: bool, repeats: int) -> None:
+  num_episodes, num_steps = SIZES[shape]
+  data = common.SHAPES[shape](num_episodes, num_steps).cache()
+  spec = rlds_reverb.create_trajectory_data_spec(data)
+  signature = tensor_spec.add_outer_dim(spec)
+  expected_items = num_episodes * (num_steps - 1)
+  options = SWEEPS[shape] if sweep else []
+  results = {}
+  servers = {}
+  for name, write in writers(data, spec, options):
+    server = ServerProcess(signature)
+    before = server.rss_bytes()
+    start = time.perf_counter()
+    write(server.client)
+    seconds = time.perf_counter() - start
+    if server.items() != expected_items:
+      raise SystemExit(f'{name} left {server.items()} items, expected '
+                       f'{expected_items}')
+    grown = server.rss_bytes() - before
+    results[name] = {
+        'rss_per_item': grown / expected_items,
+        'rss_per_step': grown / (num_episodes * num_steps),
+        'checkpoint_per_item': server.checkpoint_bytes() / expected_items,
+        'write_seconds': seconds,
+        'trajectory': [], 'replay': []}
+    servers[name] = server
+  for _ in range(repeats):  # Rounds take turns across the tables.
+    for name, server in servers.items():
+      results[name]['trajectory'].append(trajectory_rate(server))
+      results[name]['replay'].append(replay_rate(server, spec))
+  for server in servers.values():
+    server.stop()
+  _print_shape(shape, data, num_episodes, num_steps, results, repeats)
+
+
+def _print_shape(shape, data, num_episodes, num_steps, results,
+                 repeats) -> None:
+  step_bytes = sum(
+      int(np.prod(s.shape)) * s.dtype.size
+      for s in tree.flatten(data.element_spec['steps'].element_spec))
+  columns = len(tree.flatten(rlds_reverb.create_trajectory_data_spec(data)))
+  print(f'\n{shape}: {num_episodes} episodes x {num_steps} steps, '
+        f'{step_bytes:,} B of RLDS data per step, {columns} item columns; '
+        f'2-step items; sampling: median of {repeats} interleaved rounds')
+  print(f'{"writer":34s} {"RSS B/item":>10s} {"B/step":>8s} '
+        f'{"ckpt B/item":>11s} {"Trajectory/s":>12s} {"Replay/s":>9s}')
+  for name, r in results.items():
+    print(f'{name:34s} {r["rss_per_item"]:10,.0f} {r["rss_per_step"]:8,.0f} '
+          f'{r["checkpoint_per_item"]:11,.0f} '
+          f'{statistics.median(r["trajectory"]):12,.0f} '
+          f'{statistics.median(r["replay"]):9,.0f}')
+  ours, tfa, structured = (results['rlds_reverb'], results['tf_agents'],
+                           results['structured'])
+  print(f'rlds_reverb / tf_agents:  memory {_ratio(ours, tfa, "rss_per_item")}'
+        f', checkpoint {_ratio(ours, tfa, "checkpoint_per_item")}')
+  print(f'rlds_reverb / structured: memory '
+        f'{_ratio(ours, structured, "rss_per_item")}, sampling '
+        f'{_median_ratio(ours, structured, "trajectory")} (TrajectoryDataset), '
+        f'{_median_ratio(ours, structured, "replay")} (ReverbReplayBuffer)')
+
+
+def _ratio(a, b, key) -> str:
+  return f'{a[key] / b[key]:.2f}x'
+
+
+def _median_ratio(a, b, key) -> str:
+  ratios = [x / y for x, y in zip(a[key], b[key])]
+  return f'{statistics.median(ratios):.2f}x'
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+  parser.add_argument('--shape', nargs='+', default=['vector', 'image'],
+                      choices=sorted(SIZES))
+  parser.add_argument('--sweep', action='store_true',
+                      help='also rlds_reverb.push with other chunk lengths')
+  parser.add_argument('--repeats', type=int, default=3)
+  args = parser.parse_args()
+  print(f'machine: {common.machine()}')
+  print(f'chunk rule: CHUNK_BYTES={chunks.CHUNK_BYTES}, '
+        f'MAX_CHUNK_LENGTH={chunks.MAX_CHUNK_LENGTH}')
+  for shape in args.shape:
+    measure_shape(shape, args.sweep, args.repeats)
+
+
+if __name__ == '__main__':
+  with quiet.quieted():
+    main()
