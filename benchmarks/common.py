@@ -81,23 +81,26 @@ FRAME_SHAPE = (72, 96, 3)
 
 
 def frame_episode_arrays(num_steps: int, seed: int) -> dict:
-  """One DMLab-shaped episode: frames of a smooth scene that moves, plus noise.
+  """One DMLab-shaped episode: frames of a blocky scene, a fifth of it noise.
 
-  Real frames compress (Reverb compresses chunks); uniform noise would not.
-  The scene: colour gradients, a bright square crossing it, a little noise.
+  Reverb compresses chunks with snappy, which finds repeated runs but does no
+  entropy coding: uniform noise would not compress at all, a flat scene
+  would shrink to a sixth. Here snappy keeps about 55% of a frame (11.4 of
+  20.7 KB), about what TF-Agents' observer items measured in issue 13 imply.
   """
   rng = np.random.default_rng(seed)
   height, width, _ = FRAME_SHAPE
   rows = np.arange(height)[:, None, None]
   cols = np.arange(width)[None, :, None]
   channels = np.arange(3)[None, None, :]
-  background = (rows * 2 + cols + channels * 40) % 256
+  scene = (rows // 4 * 16 + cols // 6 * 9 + channels * 60) % 256
   frames = np.empty((num_steps,) + FRAME_SHAPE, np.uint8)
   for step in range(num_steps):
-    frame = background + rng.integers(0, 3, FRAME_SHAPE)
+    noisy = rng.random((height, width, 1)) < 0.2
+    frame = np.where(noisy, rng.integers(0, 256, FRAME_SHAPE), scene)
     top, left = (step * 3) % (height - 12), (step * 5 + seed * 7) % (width - 12)
     frame[top:top + 12, left:left + 12] = 250
-    frames[step] = frame % 256
+    frames[step] = frame
   index = np.arange(num_steps)
   return {
       'observation': {

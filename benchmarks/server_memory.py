@@ -12,6 +12,11 @@ of the child's resident memory is what the table's items cost:
   rlds_reverb  `rlds_reverb.push` (chunk lengths by `write.chunks`' rule)
   --sweep      `rlds_reverb.push` with other chunk lengths, to choose the rule
 
+With `--items episode`, whole-episode items instead: TF-Agents'
+`ReverbAddEpisodeObserver` fed the trajectories against
+`rlds_reverb.push_rlds_to_reverb` given the same observer (no sampling rates:
+a sample is a whole episode, whatever the chunks).
+
 For each: resident memory growth of the server per item and per step,
 checkpoint bytes per item, and sampling rates through
 `reverb.TrajectoryDataset` and TF-Agents' `ReverbReplayBuffer.as_dataset`
@@ -19,6 +24,7 @@ checkpoint bytes per item, and sampling rates through
 rounds take turns across the tables so that they share the noise.
 
     python benchmarks/server_memory.py [--shape vector image] [--sweep] [--repeats 3]
+    python benchmarks/server_memory.py --items episode
 
 Shapes: vector (D4RL halfcheetah: 108 B of data per step), image (RL
 Unplugged DMLab: 72x96x3 frames and scalars, 20,772 B per step), embedding
@@ -125,6 +131,29 @@ def write_tf_agents(data, client) -> None:
   observer.close()
 
 
+def write_tf_agents_episodes(data, client, max_length: int) -> None:
+  observer = reverb_utils.ReverbAddEpisodeObserver(client, TABLE, max_length)
+  for entry in rlds_reverb.convert_rlds_to_trajectories(data):
+    observer(entry)
+  observer.flush()
+  observer.close()
+
+
+def write_rlds_reverb_episodes(data, client, max_length: int) -> None:
+  observer = reverb_utils.ReverbAddEpisodeObserver(client, TABLE, max_length)
+  rlds_reverb.push_rlds_to_reverb(data, observer)
+  observer.close()
+
+
+def episode_writers(data, num_steps: int):
+  return [
+      ('tf_agents', lambda client: write_tf_agents_episodes(
+          data, client, num_steps)),
+      ('rlds_reverb', lambda client: write_rlds_reverb_episodes(
+          data, client, num_steps)),
+  ]
+
+
 def writers(data, spec, sweep_options):
   """(name, fn(client)) of every writer to measure."""
   rows = push_throughput.numpy_rows(data)
@@ -178,16 +207,21 @@ def _rate(batches) -> float:
 
 # --- One shape. ----------------------------------------------------------------
 
-def measure_shape(shape: str, sweep: bool, repeats: int) -> None:
+def measure_shape(shape: str, sweep: bool, repeats: int,
+                  episode_items: bool) -> None:
   num_episodes, num_steps = SIZES[shape]
   data = common.SHAPES[shape](num_episodes, num_steps).cache()
   spec = rlds_reverb.create_trajectory_data_spec(data)
   signature = tensor_spec.add_outer_dim(spec)
-  expected_items = num_episodes * (num_steps - 1)
-  options = SWEEPS[shape] if sweep else []
+  if episode_items:
+    expected_items, all_writers = num_episodes, episode_writers(
+        data, num_steps)
+  else:
+    expected_items = num_episodes * (num_steps - 1)
+    all_writers = writers(data, spec, SWEEPS[shape] if sweep else [])
   results = {}
   servers = {}
-  for name, write in writers(data, spec, options):
+  for name, write in all_writers:
     server = ServerProcess(signature)
     before = server.rss_bytes()
     start = time.perf_counter()
@@ -204,13 +238,28 @@ def measure_shape(shape: str, sweep: bool, repeats: int) -> None:
         'write_seconds': seconds,
         'trajectory': [], 'replay': []}
     servers[name] = server
-  for _ in range(repeats):  # Rounds take turns across the tables.
+  for _ in range(0 if episode_items else repeats):  # Tables take turns.
     for name, server in servers.items():
       results[name]['trajectory'].append(trajectory_rate(server))
       results[name]['replay'].append(replay_rate(server, spec))
   for server in servers.values():
     server.stop()
-  _print_shape(shape, data, num_episodes, num_steps, results, repeats)
+  if episode_items:
+    _print_episode_items(shape, num_episodes, num_steps, results)
+  else:
+    _print_shape(shape, data, num_episodes, num_steps, results, repeats)
+
+
+def _print_episode_items(shape, num_episodes, num_steps, results) -> None:
+  print(f'\n{shape}: {num_episodes} episodes x {num_steps} steps, one item '
+        f'per episode')
+  print(f'{"writer":34s} {"RSS B/step":>10s} {"ckpt B/step":>11s}')
+  for name, r in results.items():
+    print(f'{name:34s} {r["rss_per_step"]:10,.0f} '
+          f'{r["checkpoint_per_item"] / num_steps:11,.0f}')
+  ours, tfa = results['rlds_reverb'], results['tf_agents']
+  print(f'rlds_reverb / tf_agents:  memory {_ratio(ours, tfa, "rss_per_step")}'
+        f', checkpoint {_ratio(ours, tfa, "checkpoint_per_item")}')
 
 
 def _print_shape(shape, data, num_episodes, num_steps, results,
@@ -255,12 +304,15 @@ def main():
   parser.add_argument('--sweep', action='store_true',
                       help='also rlds_reverb.push with other chunk lengths')
   parser.add_argument('--repeats', type=int, default=3)
+  parser.add_argument('--items', choices=('sequence', 'episode'),
+                      default='sequence',
+                      help='2-step items, or one item per episode')
   args = parser.parse_args()
   print(f'machine: {common.machine()}')
   print(f'chunk rule: CHUNK_BYTES={chunks.CHUNK_BYTES}, '
         f'MAX_CHUNK_LENGTH={chunks.MAX_CHUNK_LENGTH}')
   for shape in args.shape:
-    measure_shape(shape, args.sweep, args.repeats)
+    measure_shape(shape, args.sweep, args.repeats, args.items == 'episode')
 
 
 if __name__ == '__main__':

@@ -29,6 +29,7 @@ Whole-episode items (`items.EpisodeItems`) are one item per episode, made
 at its last row, referencing all its rows.
 """
 
+import collections
 import dataclasses
 import functools
 import math
@@ -280,15 +281,16 @@ class SequenceWriter(_Writer):
     ends_item = (items_per_row > 0).tolist()
     append, create = self._writer.append, self._writer.create_item
     squeeze, priority = self._squeeze, self._priority
-    refs = []
-    for row, ends, flush in zip(zip(*columns), ends_item, flush_after):
-      refs.append(append(row))
+    window = collections.deque(maxlen=length)  # The last rows' references.
+    rows = enumerate(zip(zip(*columns), ends_item, flush_after), start=1)
+    for rows_done, (row, ends, flush) in rows:
+      window.append(append(row))
       if ends:
-        item = list(zip(*refs[-length:]))
+        item = list(zip(*window))
         for table in self._tables:
           create(table, priority, item, squeeze)
       if flush:
-        self._flush_closed_chunks(len(refs))
+        self._flush_closed_chunks(rows_done)
     self._rows_in_chunks += num_rows
 
   def _flush_closed_chunks(self, rows_this_episode: int) -> None:
