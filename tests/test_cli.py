@@ -139,6 +139,18 @@ class TestValidate:
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-1] == '3 episodes, 9 steps: no problems'
 
+  def test_text_names_each_problem_and_counts_in_words(self, dirs):
+    result = run_cli('validate', '--dataset', dirs['mixed'])
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.splitlines() == [
+        'episode 2, step 1: terminal_not_last: Terminal step must be the last '
+        'step of an episode.',
+        'episode 4, step 0: episode_not_first: First step of an episode must '
+        'have is_first set.',
+        '1 episode flagged invalid in metadata, skipped when pushed: 1',
+        '5 episodes, 17 steps: 2 problems in 2 episodes',
+    ]
+
   def test_unknown_dataset_is_one_line_exit_2(self, tmp_path):
     result = run_cli('validate', '--dataset', tmp_path / 'nowhere')
     assert result.returncode == 2
@@ -178,7 +190,7 @@ class TestPush:
     counts = json.loads(result.stdout)
     assert (counts['episodes'], counts['trajectories'], counts['items'],
             counts['skipped_episodes']) == (2, 8, 6, 3)
-    assert ('skipping 2 malformed episode(s): episode 2 step 1 '
+    assert ('skipping 2 malformed episodes: episode 2 step 1 '
             '(terminal_not_last); episode 4 step 0 (episode_not_first)'
             in result.stderr)
     assert (reverb_tables.drained_pairs(empty_server, 'a') ==
@@ -194,9 +206,19 @@ class TestPush:
     [line] = error_lines(result.stderr)
     assert line.startswith('rlds-reverb: error: Terminal step must be the '
                            'last step of an episode. (episode 2, step 1)')
-    assert ('2 malformed episode(s) in all, nothing was written' in line)
+    assert '2 malformed episodes in all, nothing was written' in line
     client = reverb.Client(reverb_tables.address(empty_server))
     assert client.server_info(timeout=10)['a'].current_size == 0
+
+  def test_one_episode_reads_in_the_singular(self, tmp_path, empty_server):
+    one = write_tfds(tmp_path, 'one_rlds', [_episode(2, 20)])
+    validated = run_cli('validate', '--dataset', one)
+    assert validated.stdout == '1 episode, 2 steps: no problems\n'
+    pushed = run_cli('push', '--dataset', one, '--server',
+                     reverb_tables.address(empty_server), '--table', 'a')
+    assert pushed.returncode == 0, pushed.stderr
+    assert pushed.stdout.startswith('pushed 1 episode, 2 steps, 1 item in ')
+    assert pushed.stdout.endswith('; skipped 0 episodes\n')
 
   def test_dead_server_fails_in_one_line(self, dirs):
     result = run_cli('push', '--dataset', dirs['clean'], '--server',

@@ -170,8 +170,8 @@ def test_sigusr1_survives_sigkill_and_sigterm_checkpoints(
   (root / broken / checkpoints.DONE).unlink()
   with Serve(dataset, tmp_path / 'third.err', root) as serve:
     stderr = serve.stderr()
-    assert f'incomplete checkpoint(s) in {root} ' in stderr
-    assert f': {broken}. Reverb ignores them, loads {second} instead' in stderr
+    assert f'1 incomplete checkpoint in {root} ' in stderr
+    assert f': {broken}. Reverb ignores it, loads {second} instead' in stderr
     assert (f"restored checkpoint {root / second}: 12 items in '{TABLE}'"
             in stderr)
     assert (reverb_tables.as_multiset(take_all(serve.address))
@@ -186,8 +186,8 @@ def test_incomplete_checkpoint_starts_empty_and_write_failures_are_one_line(
   (root / name / checkpoints.DONE).unlink()
   with Serve(dataset, tmp_path / 'serve.err', root) as serve:
     stderr = serve.stderr()
-    assert (f'1 incomplete checkpoint(s) in {root} (no DONE file; was a server '
-            f'stopped while writing?): {name}. Reverb ignores them, starts the '
+    assert (f'1 incomplete checkpoint in {root} (no DONE file; was a server '
+            f'stopped while writing?): {name}. Reverb ignores it, starts the '
             'table empty' in stderr)
     assert (f"no complete checkpoint in {root}; table '{TABLE}' starts "
             'empty' in stderr)
