@@ -15,6 +15,7 @@ import sys
 import numpy as np
 import pytest
 import reverb
+import tensorflow as tf
 import tensorflow_datasets as tfds
 
 import rlds_reverb
@@ -37,6 +38,14 @@ def run_cli(*args, env=None, timeout=HANG_GUARD_S):
 def error_lines(stderr: str):
   return [line for line in stderr.splitlines()
           if line.startswith('rlds-reverb: error:')]
+
+
+def float64_signature(signature):
+  """`signature` with its float32 fields (observation, reward, discount) as
+  float64: a table that differs from the data in three fields."""
+  return tf.nest.map_structure(
+      lambda spec: tf.TensorSpec(spec.shape, tf.float64, spec.name)
+      if spec.dtype == tf.float32 else spec, signature)
 
 
 def _episode(num_steps, seed, **flag_overrides):
@@ -98,12 +107,13 @@ def dirs(tmp_path_factory):
 
 @pytest.fixture(scope='module')
 def server():
-  """Two tables signed for the fixtures' trajectory spec."""
+  """Tables 'a' and 'b' signed for the fixtures' trajectory spec, 'f64' not."""
   spec = rlds_reverb.create_trajectory_data_spec(rlds_data.as_rlds(CLEAN))
   signature = specs.table_signature(spec)
   server = reverb_tables.start_server([
       reverb_tables.fifo_table('a', signature),
       reverb_tables.fifo_table('b', signature),
+      reverb_tables.fifo_table('f64', float64_signature(signature)),
   ])
   yield server
   server.stop()
@@ -209,6 +219,36 @@ class TestPush:
     assert '2 malformed episodes in all, nothing was written' in line
     client = reverb.Client(reverb_tables.address(empty_server))
     assert client.server_info(timeout=10)['a'].current_size == 0
+
+  def test_signature_mismatch_has_a_line_per_field(self, dirs, server):
+    result = run_cli('push', '--dataset', dirs['clean'],
+                     '--server', reverb_tables.address(server),
+                     '--table', 'f64')
+    assert result.returncode == 1
+    first, *fields = result.stderr.splitlines()
+    assert first == ('rlds-reverb: error: Replay buffer table signature spec '
+                     'should match RLDS data spec.')
+    assert [line.split(': ')[1] for line in fields] == [
+        'discount', 'observation', 'reward']
+    for line in fields:
+      assert line.startswith("  table 'f64': "), line
+      table, data = line.split(', data has ')
+      assert 'dtype=tf.float64' in table and 'dtype=tf.float32' in data, line
+
+  def test_workers_keep_each_shards_field_lines(self, dirs, server):
+    result = run_cli('push', '--dataset', dirs['clean'],
+                     '--server', reverb_tables.address(server),
+                     '--table', 'f64', '--workers', '2')
+    assert result.returncode == 1
+    first, *fields = result.stderr.splitlines()
+    mismatch = 'Replay buffer table signature spec should match RLDS data spec.'
+    assert first == (f'rlds-reverb: error: 2 of 2 workers failed: shard 0/2: '
+                     f'{mismatch} | shard 1/2: {mismatch} | the 0 others '
+                     'confirmed 0 episodes')
+    assert [line.split(': ')[:3] for line in fields] == [
+        [f'  shard {shard}', "table 'f64'", field]
+        for shard in ('0/2', '1/2')
+        for field in ('discount', 'observation', 'reward')]
 
   def test_one_episode_reads_in_the_singular(self, tmp_path, empty_server):
     one = write_tfds(tmp_path, 'one_rlds', [_episode(2, 20)])

@@ -77,7 +77,7 @@ def main(argv: Optional[List[str]] = None) -> int:
   except KeyboardInterrupt:
     return _fail(args, 'interrupted', output.EXIT_INTERRUPTED)
   except Exception as e:  # pylint: disable=broad-except
-    return _fail(args, output.error_line(e), output.EXIT_FAILURE)
+    return _fail(args, output.error_text(e), output.EXIT_FAILURE)
 
 
 def _fail(args: argparse.Namespace, message: str, exit_code: int) -> int:

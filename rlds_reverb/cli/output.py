@@ -1,9 +1,15 @@
-"""What the commands print: errors as one line, results as text or JSON."""
+"""What the commands print: errors as one line, results as text or JSON.
+
+    rlds-reverb: error: <one line>
+      <one indented line per field, for an error that lists fields>
+"""
 
 import json
 import re
 import sys
 from typing import Any, Dict, List, Optional, Sequence
+
+from rlds_reverb import errors
 
 PROG = 'rlds-reverb'
 
@@ -12,6 +18,11 @@ EXIT_OK = 0
 EXIT_FAILURE = 1  # The command ran and failed (server, data, problems found).
 EXIT_USAGE = 2  # Bad arguments or input that cannot be read (argparse's too).
 EXIT_INTERRUPTED = 130
+
+# Errors whose notes name one differing field each: a line per note.
+_NOTES_PER_FIELD = (errors.SignatureMismatchError,)
+# Lines under the first of a multi-line error start with it.
+DETAIL_INDENT = '  '
 
 # The text inside TF's "assertion failed: [...]" of a malformed episode.
 _ASSERT_TEXT = re.compile(r'assertion failed: \[(.*?)\]', re.S)
@@ -28,9 +39,35 @@ class CliError(Exception):
 
 def error_line(error: BaseException) -> str:
   """One line for `error`: its message and notes, TF's node dumps dropped."""
-  message = _op_error_text(error) or str(error) or type(error).__name__
-  parts = [message] + list(getattr(error, '__notes__', ()))
-  return ' '.join(' '.join(part.split()) for part in parts)
+  parts = [_message(error)] + list(getattr(error, '__notes__', ()))
+  return ' '.join(_one_line(part) for part in parts)
+
+
+def error_text(error: BaseException) -> str:
+  """`error_line`, but an error that lists fields gets a line per field.
+
+  The message first, then each note on its own line, indented: a signature
+  mismatch of ten fields reads as a table, not as one line of 1,700
+  characters.
+  """
+  if not isinstance(error, _NOTES_PER_FIELD):
+    return error_line(error)
+  return with_details(_one_line(_message(error)),
+                      [_one_line(note)
+                       for note in getattr(error, '__notes__', ())])
+
+
+def with_details(summary: str, details: Sequence[str]) -> str:
+  """`summary`, then each detail on a line of its own, indented."""
+  return '\n'.join([summary] + [f'{DETAIL_INDENT}{d}' for d in details])
+
+
+def _message(error: BaseException) -> str:
+  return _op_error_text(error) or str(error) or type(error).__name__
+
+
+def _one_line(text: str) -> str:
+  return ' '.join(text.split())
 
 
 def _op_error_text(error: BaseException) -> Optional[str]:
@@ -54,6 +91,7 @@ def remap_episode(message: str, original_indices: Sequence[int]) -> str:
 
 
 def print_error(message: str) -> None:
+  """'rlds-reverb: error: ' and `message`, whose later lines are indented."""
   print(f'{PROG}: error: {message}', file=sys.stderr, flush=True)
 
 

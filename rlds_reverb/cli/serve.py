@@ -217,6 +217,6 @@ def _check_loaded_table(info, table: str, signature) -> None:
   differences = signature_lib.spec_differences(info[table].signature,
                                                signature)
   if info[table].signature is not None and differences:
-    raise output.CliError(
-        f"the checkpoint's table {table!r} does not fit the dataset: "
-        f'{differences[0]}')
+    raise output.CliError(output.with_details(
+        f"the checkpoint's table {table!r} does not fit the dataset:",
+        differences))
