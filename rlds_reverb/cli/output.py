@@ -5,7 +5,9 @@
 """
 
 import json
+import os
 import re
+import signal
 import sys
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -17,7 +19,10 @@ PROG = 'rlds-reverb'
 EXIT_OK = 0
 EXIT_FAILURE = 1  # The command ran and failed (server, data, problems found).
 EXIT_USAGE = 2  # Bad arguments or input that cannot be read (argparse's too).
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as the shell reports Ctrl-C.
+# The reader of stdout or stderr went away (`| head`): 128 + SIGPIPE, as the
+# shell reports a Unix tool that SIGPIPE ended.
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 
 # Errors whose notes name one differing field each: a line per note.
 _NOTES_PER_FIELD = (errors.SignatureMismatchError,)
@@ -93,6 +98,23 @@ def remap_episode(message: str, original_indices: Sequence[int]) -> str:
 def print_error(message: str) -> None:
   """'rlds-reverb: error: ' and `message`, whose later lines are indented."""
   print(f'{PROG}: error: {message}', file=sys.stderr, flush=True)
+
+
+def reader_gone() -> int:
+  """After a BrokenPipeError: quiet, and EXIT_BROKEN_PIPE.
+
+  A stream whose reader is gone still holds what it could not write; Python
+  would try again at exit and print 'Exception ignored ... BrokenPipeError'
+  (and exit 120). It writes to /dev/null instead.
+  """
+  for stream in (sys.stdout, sys.stderr):
+    try:
+      stream.flush()
+    except BrokenPipeError:
+      devnull = os.open(os.devnull, os.O_WRONLY)
+      os.dup2(devnull, stream.fileno())
+      os.close(devnull)
+  return EXIT_BROKEN_PIPE
 
 
 def print_json(value: Any) -> None:
