@@ -4,7 +4,7 @@
 
 The data: a TFDS directory written here, Atari-like: 100 episodes of 1 or 2
 steps (150 steps) and one of 27,000, observations 8x8x3 uint8 frames (TFDS
-`Image` features, PNG-encoded as Atari datasets store them). Each round runs,
+`Image` features, PNG-encoded, as TFDS image data is). Each round runs,
 in turn,
 
     rlds-reverb inspect --dataset DIR
@@ -12,10 +12,18 @@ in turn,
 
 as a user would (a process each, TensorFlow start included). Reported:
 the median wall seconds and peak resident memory of each over the rounds,
-and `--plot` / plain, per round and of the medians.
+and `--plot` / plain per round, with the median of those ratios (robust to
+a round slowed by other work on a shared machine).
+
+To measure an older version in the same way, run it with that version first
+on the path, from a directory without another `rlds_reverb` in it:
+    git archive COMMIT rlds_reverb | tar -x -C /tmp/old
+    cd /tmp && PYTHONPATH=/tmp/old python BENCHMARKS/inspect_plot.py
 """
 
 import argparse
+import contextlib
+import io
 import os
 import shutil
 import statistics
@@ -27,8 +35,6 @@ import time
 import common  # pylint: disable=g-bad-import-order
 import numpy as np
 import tensorflow_datasets as tfds
-
-from rlds_reverb import quiet
 
 LONG_EPISODE = 27_000
 SHORT_EPISODES = 100
@@ -67,14 +73,14 @@ def features() -> tfds.features.FeaturesDict:
 def write_dataset(root: str) -> str:
   """The TFDS directory: short episodes, then the long one; returns its path."""
   tfds.disable_progress_bar()
-  quiet.quiet_absl()  # TFDS' 'Downloading and preparing' notes.
   lengths = [1 + i % 2 for i in range(SHORT_EPISODES)] + [LONG_EPISODE]
   examples = [(i, {'steps': episode(length, seed=i)})
               for i, length in enumerate(lengths)]
-  builder = tfds.dataset_builders.store_as_tfds_dataset(
-      name='atari_like', version='1.0.0', features=features(),
-      split_datasets={'train': examples}, data_dir=root,
-      disable_shuffling=True)
+  with contextlib.redirect_stdout(io.StringIO()):  # 'Downloading and ...'
+    builder = tfds.dataset_builders.store_as_tfds_dataset(
+        name='atari_like', version='1.0.0', features=features(),
+        split_datasets={'train': examples}, data_dir=root,
+        disable_shuffling=True)
   return os.fspath(builder.data_dir)
 
 
@@ -118,11 +124,13 @@ def main() -> None:
       shutil.copyfile(plot, args.save_plot)
   plain_s = statistics.median(s for s, _ in plain)
   plotted_s = statistics.median(s for s, _ in plotted)
+  ratio = statistics.median(p[0] / q[0] for p, q in zip(plotted, plain))
   print(f'median of {args.repeats}: inspect {plain_s:.1f} s '
         f'(peak {statistics.median(m for _, m in plain):.0f} MiB), '
         f'inspect --plot {plotted_s:.1f} s '
-        f'(peak {statistics.median(m for _, m in plotted):.0f} MiB), '
-        f'ratio {plotted_s / plain_s:.2f}x')
+        f'(peak {statistics.median(m for _, m in plotted):.0f} MiB); '
+        f'--plot / plain: {ratio:.2f}x (median of the rounds\' ratios), '
+        f'{plotted_s / plain_s:.2f}x (ratio of the medians)')
 
 
 if __name__ == '__main__':
