@@ -5,7 +5,10 @@ For the command line and the examples, which show their logs when asked.
 TensorFlow's C++ logger reads `TF_CPP_MIN_LOG_LEVEL` once, at its first
 message, which is printed while `tensorflow` is imported; gym prints a notice
 to stderr when imported. So `silence()` must run before either is imported.
-A user's own `TF_CPP_MIN_LOG_LEVEL` wins.
+It sets the level to 3 whatever the user's environment says: at 2, common in
+training scripts, TensorFlow still prints three cuDNN/cuFFT/cuBLAS "Unable to
+register factory" lines at import. A program that wants TensorFlow's logs
+(`--debug`) does not call it.
 """
 
 import contextlib
@@ -17,7 +20,7 @@ import warnings
 
 def silence() -> None:
   """Sets the log levels and imports gym with its notice swallowed."""
-  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+  os.environ['TF_CPP_MIN_LOG_LEVEL'] = '3'  # Also for our child processes.
   os.environ.setdefault('PYGAME_HIDE_SUPPORT_PROMPT', 'hide')
   warnings.filterwarnings('ignore', category=DeprecationWarning)
   warnings.filterwarnings('ignore', category=UserWarning)
@@ -42,7 +45,8 @@ def native_stderr_silenced(enabled: bool = True):
   """C++ writes to fd 2 (Reverb's server and client logs) go to /dev/null.
 
   Python's `sys.stderr` keeps the real stderr (a copy of fd 2), so our own
-  errors, notes and progress bar still show, on a terminal too.
+  errors, notes and progress bar still show, on a terminal too. fd 2 is
+  restored first on the way out, even when that copy's reader is gone.
   """
   if not enabled:
     yield
@@ -57,17 +61,22 @@ def native_stderr_silenced(enabled: bool = True):
   try:
     yield
   finally:
-    sys.stderr.flush()
-    sys.stderr.close()
-    sys.stderr = python_stderr
+    copy, sys.stderr = sys.stderr, python_stderr
     os.dup2(saved_fd, 2)
     os.close(saved_fd)
+    try:
+      copy.close()
+    except BrokenPipeError:
+      pass  # The reader is gone; the caller has or will hit it too.
 
 
 @contextlib.contextmanager
 def quieted(enabled: bool = True):
-  """`quiet_absl` and `native_stderr_silenced`, unless a flag asks for logs."""
-  if enabled:
-    quiet_absl()
+  """`quiet_absl` and `native_stderr_silenced`, unless a flag asks for logs.
+
+  fd 2 is silenced first: `quiet_absl` imports TensorFlow, which prints.
+  """
   with native_stderr_silenced(enabled):
+    if enabled:
+      quiet_absl()
     yield

@@ -2,10 +2,13 @@
 
 One tf.data reduce per episode (no Python per step). A return is the sum of
 an episode's rewards; a nested or vector reward is summed over all its parts.
+`histogram` bins them for `inspect --plot`: a few dozen bars at most, whatever
+the data, so that drawing costs the same on 100 episodes as on a million.
 """
 
 import dataclasses
-from typing import Dict
+import math
+from typing import Dict, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -75,3 +78,83 @@ def _step_reward(step):
 def _accumulate(state, reward):
   length, total = state
   return length + 1, total + reward
+
+
+# Bars of a histogram: enough to see a shape, few enough to draw fast.
+MAX_BARS = 40
+MIN_BARS = 10
+# Skewed data: the middle 80% of values spans less than this share of their
+# range, so even bars would squeeze 80% of the episodes into 4 of 40 bars.
+SKEW_SHARE = 0.1
+# Decades an asinh axis shows below the largest value, at most.
+DECADES = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class Histogram:
+  """`counts[i]` values in [edges[i], edges[i + 1]); the last bar is closed.
+
+  `linear_width` None: even bars on a linear axis. Otherwise the bars are even
+  on matplotlib's 'asinh' axis of that linear width: linear near 0,
+  logarithmic beyond, so a long tail and the bulk both show. `whole`: the
+  values are whole numbers and, on a linear axis, the edges lie halfway
+  between them. `left_out` counts non-finite values (NaN or infinite returns),
+  which have no bar.
+  """
+  edges: np.ndarray  # float64 [bars + 1]
+  counts: np.ndarray  # int64 [bars]
+  linear_width: Optional[float] = None
+  whole: bool = False
+  left_out: int = 0
+
+
+def histogram(values: np.ndarray, max_bars: int = MAX_BARS) -> Histogram:
+  """Bars for `values` that show both their bulk and their tail.
+
+  Whole numbers over a short range: one bar per number. Skewed values (a
+  27,000-step episode among 1-step ones): MAX_BARS even bars on an asinh axis.
+  Otherwise even bars, sqrt(len(values)) of them within [MIN_BARS, MAX_BARS];
+  of whole numbers, each bar covers the same count of them.
+  """
+  values = np.asarray(values, np.float64)
+  finite = values[np.isfinite(values)]
+  left_out = len(values) - len(finite)
+  if len(finite) == 0:  # pylint: disable=g-explicit-length-test
+    return Histogram(np.zeros([0]), np.zeros([0], np.int64),
+                     left_out=left_out)
+  low, high = float(finite.min()), float(finite.max())
+  spread = float(np.subtract(*np.percentile(finite, [90, 10])))  # Middle 80%.
+  whole = bool(np.all(finite == np.round(finite)))
+  linear_width = None
+  if whole and high - low < max_bars:
+    edges = np.arange(low - 0.5, high + 1)
+  elif high - low > spread / SKEW_SHARE:
+    linear_width = max(spread, (high - low) / 10**DECADES)
+    edges = _asinh_edges(low, high, linear_width, max_bars)
+  else:
+    edges = _even_edges(low, high, _bar_count(len(finite), max_bars), whole)
+  counts, _ = np.histogram(finite, edges)
+  return Histogram(edges, counts.astype(np.int64), linear_width, whole,
+                   left_out)
+
+
+def _bar_count(num_values: int, max_bars: int) -> int:
+  return min(max_bars, max(MIN_BARS, math.ceil(math.sqrt(num_values))))
+
+
+def _even_edges(low: float, high: float, bars: int, whole: bool) -> np.ndarray:
+  if whole:  # Bars of `step` whole numbers each, centred on them.
+    step = math.ceil((high - low + 1) / bars)
+    return np.arange(low - 0.5, high + step, step)
+  if low == high:
+    return np.array([low - 0.5, high + 0.5])
+  return np.linspace(low, high, bars + 1)
+
+
+def _asinh_edges(low: float, high: float, linear_width: float,
+                 bars: int) -> np.ndarray:
+  """Edges even in asinh(x / linear_width), the 'asinh' axis' coordinate."""
+  ends = np.arcsinh(np.array([low, high]) / linear_width)
+  edges = np.sinh(np.linspace(ends[0], ends[1], bars + 1)) * linear_width
+  edges[[0, -1]] = low, high  # Exact, so that no value falls outside.
+  return edges

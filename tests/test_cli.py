@@ -11,10 +11,12 @@ import pathlib
 import signal
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
 import reverb
+import tensorflow as tf
 import tensorflow_datasets as tfds
 
 import rlds_reverb
@@ -37,6 +39,14 @@ def run_cli(*args, env=None, timeout=HANG_GUARD_S):
 def error_lines(stderr: str):
   return [line for line in stderr.splitlines()
           if line.startswith('rlds-reverb: error:')]
+
+
+def float64_signature(signature):
+  """`signature` with its float32 fields (observation, reward, discount) as
+  float64: a table that differs from the data in three fields."""
+  return tf.nest.map_structure(
+      lambda spec: tf.TensorSpec(spec.shape, tf.float64, spec.name)
+      if spec.dtype == tf.float32 else spec, signature)
 
 
 def _episode(num_steps, seed, **flag_overrides):
@@ -98,12 +108,13 @@ def dirs(tmp_path_factory):
 
 @pytest.fixture(scope='module')
 def server():
-  """Two tables signed for the fixtures' trajectory spec."""
+  """Tables 'a' and 'b' signed for the fixtures' trajectory spec, 'f64' not."""
   spec = rlds_reverb.create_trajectory_data_spec(rlds_data.as_rlds(CLEAN))
   signature = specs.table_signature(spec)
   server = reverb_tables.start_server([
       reverb_tables.fifo_table('a', signature),
       reverb_tables.fifo_table('b', signature),
+      reverb_tables.fifo_table('f64', float64_signature(signature)),
   ])
   yield server
   server.stop()
@@ -138,6 +149,18 @@ class TestValidate:
     result = run_cli('validate', '--dataset', dirs['clean'])
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-1] == '3 episodes, 9 steps: no problems'
+
+  def test_text_names_each_problem_and_counts_in_words(self, dirs):
+    result = run_cli('validate', '--dataset', dirs['mixed'])
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.splitlines() == [
+        'episode 2, step 1: terminal_not_last: Terminal step must be the last '
+        'step of an episode.',
+        'episode 4, step 0: episode_not_first: First step of an episode must '
+        'have is_first set.',
+        '1 episode flagged invalid in metadata, skipped when pushed: 1',
+        '5 episodes, 17 steps: 2 problems in 2 episodes',
+    ]
 
   def test_unknown_dataset_is_one_line_exit_2(self, tmp_path):
     result = run_cli('validate', '--dataset', tmp_path / 'nowhere')
@@ -178,7 +201,7 @@ class TestPush:
     counts = json.loads(result.stdout)
     assert (counts['episodes'], counts['trajectories'], counts['items'],
             counts['skipped_episodes']) == (2, 8, 6, 3)
-    assert ('skipping 2 malformed episode(s): episode 2 step 1 '
+    assert ('skipping 2 malformed episodes: episode 2 step 1 '
             '(terminal_not_last); episode 4 step 0 (episode_not_first)'
             in result.stderr)
     assert (reverb_tables.drained_pairs(empty_server, 'a') ==
@@ -194,9 +217,49 @@ class TestPush:
     [line] = error_lines(result.stderr)
     assert line.startswith('rlds-reverb: error: Terminal step must be the '
                            'last step of an episode. (episode 2, step 1)')
-    assert ('2 malformed episode(s) in all, nothing was written' in line)
+    assert '2 malformed episodes in all, nothing was written' in line
     client = reverb.Client(reverb_tables.address(empty_server))
     assert client.server_info(timeout=10)['a'].current_size == 0
+
+  def test_signature_mismatch_has_a_line_per_field(self, dirs, server):
+    result = run_cli('push', '--dataset', dirs['clean'],
+                     '--server', reverb_tables.address(server),
+                     '--table', 'f64')
+    assert result.returncode == 1
+    first, *fields = result.stderr.splitlines()
+    assert first == ('rlds-reverb: error: Replay buffer table signature spec '
+                     'should match RLDS data spec.')
+    assert [line.split(': ')[1] for line in fields] == [
+        'discount', 'observation', 'reward']
+    for line in fields:
+      assert line.startswith("  table 'f64': "), line
+      table, data = line.split(', data has ')
+      assert 'dtype=tf.float64' in table and 'dtype=tf.float32' in data, line
+
+  def test_workers_keep_each_shards_field_lines(self, dirs, server):
+    result = run_cli('push', '--dataset', dirs['clean'],
+                     '--server', reverb_tables.address(server),
+                     '--table', 'f64', '--workers', '2')
+    assert result.returncode == 1
+    first, *fields = result.stderr.splitlines()
+    mismatch = 'Replay buffer table signature spec should match RLDS data spec.'
+    assert first == (f'rlds-reverb: error: 2 of 2 workers failed: shard 0/2: '
+                     f'{mismatch} | shard 1/2: {mismatch} | the 0 others '
+                     'confirmed 0 episodes')
+    assert [line.split(': ')[:3] for line in fields] == [
+        [f'  shard {shard}', "table 'f64'", field]
+        for shard in ('0/2', '1/2')
+        for field in ('discount', 'observation', 'reward')]
+
+  def test_one_episode_reads_in_the_singular(self, tmp_path, empty_server):
+    one = write_tfds(tmp_path, 'one_rlds', [_episode(2, 20)])
+    validated = run_cli('validate', '--dataset', one)
+    assert validated.stdout == '1 episode, 2 steps: no problems\n'
+    pushed = run_cli('push', '--dataset', one, '--server',
+                     reverb_tables.address(empty_server), '--table', 'a')
+    assert pushed.returncode == 0, pushed.stderr
+    assert pushed.stdout.startswith('pushed 1 episode, 2 steps, 1 item in ')
+    assert pushed.stdout.endswith('; skipped 0 episodes\n')
 
   def test_dead_server_fails_in_one_line(self, dirs):
     result = run_cli('push', '--dataset', dirs['clean'], '--server',
@@ -238,8 +301,10 @@ def test_serve_push_and_stop(dirs, tmp_path):
 def test_inspect_json_and_plot(dirs, tmp_path):
   plot = tmp_path / 'episodes.png'
   result = run_cli('inspect', '--dataset', dirs['clean'], '--json',
-                   '--plot', plot)
+                   '--plot', plot,
+                   env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'))
   assert result.returncode == 0, result.stderr
+  assert result.stderr == ''
   summary = json.loads(result.stdout)
   returns = [float(np.sum(e['reward'], dtype=np.float64)) for e in CLEAN]
   assert (summary['episodes'], summary['steps']) == (3, 9)
@@ -263,10 +328,53 @@ def test_demo_on_the_bundled_dataset():
   assert '[reverb/cc' not in result.stderr
 
 
-def test_failure_stderr_is_exactly_one_line(tmp_path):
+@pytest.mark.parametrize('log_level', [None, '0', '2'])
+def test_failure_stderr_is_our_line_whatever_tf_log_level(tmp_path, log_level):
+  """TensorFlow prints at import unless its level is 3; we set it, always."""
   env = {k: v for k, v in os.environ.items() if k != 'TF_CPP_MIN_LOG_LEVEL'}
+  if log_level is not None:
+    env['TF_CPP_MIN_LOG_LEVEL'] = log_level
   result = run_cli('validate', '--dataset', tmp_path / 'nowhere', env=env)
-  assert result.stderr.splitlines() == error_lines(result.stderr)
+  assert result.returncode == 2
+  assert result.stderr == (
+      f'rlds-reverb: error: {tmp_path}/nowhere: no such directory.\n')
+
+
+def test_debug_shows_tensorflow_logs_and_the_traceback(tmp_path):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='0')
+  result = run_cli('validate', '--dataset', tmp_path / 'nowhere', '--debug',
+                   env=env)
+  assert result.returncode == 2
+  assert ' tensorflow/' in result.stderr  # TensorFlow's own log lines.
+  assert 'Traceback (most recent call last)' in result.stderr
+  assert result.stderr.splitlines()[-1] == (
+      f'rlds-reverb: error: {tmp_path}/nowhere: no such directory.')
+
+
+@pytest.mark.parametrize('args, closed', [
+    (['validate', '--dataset', 'CLEAN'], 'stdout'),
+    (['inspect', '--dataset', 'CLEAN', '--json'], 'stdout'),
+    (['validate', '--dataset', 'NOWHERE'], 'stderr'),
+])
+def test_closed_pipe_ends_quietly_with_141(dirs, tmp_path, args, closed):
+  """As `rlds-reverb ... | head` when head has gone: no error, no 'Exception
+  ignored', exit status 128 + SIGPIPE."""
+  places = {'CLEAN': dirs['clean'], 'NOWHERE': str(tmp_path / 'nowhere')}
+  process = subprocess.Popen(
+      [sys.executable, '-m', 'rlds_reverb',
+       *[places.get(arg, arg) for arg in args]],
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  getattr(process, closed).close()  # Before the command has printed.
+  other = process.stderr if closed == 'stdout' else process.stdout
+  guard = threading.Timer(HANG_GUARD_S, process.kill)
+  guard.start()
+  try:
+    left = other.read()
+    process.wait()
+  finally:
+    guard.cancel()
+  assert process.returncode == 128 + signal.SIGPIPE
+  assert left == ''
 
 
 @pytest.mark.parametrize('command', cli.COMMANDS)

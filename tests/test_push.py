@@ -259,8 +259,8 @@ def test_episode_too_long_raises_tf_agents_error(make_server):
                                                            bypass=False))
   assert str(error.value) == EPISODE_TOO_LONG
   assert error.value.__notes__ == [
-      f'Before this error, 2 episodes (2 items) were written to table(s) ours '
-      f'at {client.server_address} and confirmed.']
+      f'Written and confirmed before this error: 2 episodes (2 items) to '
+      f'table ours at {client.server_address}.']
   expected = take_all(server, 'tfa')
   assert len(expected) == 2
   assert same_items(expected, take_all(server, 'ours'))
@@ -698,8 +698,8 @@ def test_malformed_episode_keeps_confirmed_prefix(make_server, api):
   assert 'Terminal step must be the last step of an episode.' in message
   assert '(episode 2, step 1)' in message
   assert error.value.__notes__ == [
-      f'Before this error, 2 episodes (5 items) were written to table(s) ours '
-      f'at {client.server_address} and confirmed.']
+      f'Written and confirmed before this error: 2 episodes (5 items) to '
+      f'table ours at {client.server_address}.']
   expected = take_all(server, 'tfa')
   assert len(expected) == 5
   assert same_items(expected, take_all(server, 'ours'))

@@ -28,6 +28,7 @@ from tests import rlds_data
 from tests.test_cli import CLEAN
 from tests.test_cli import HANG_GUARD_S
 from tests.test_cli import error_lines
+from tests.test_cli import float64_signature
 from tests.test_cli import run_cli
 from tests.test_cli import write_tfds
 
@@ -170,8 +171,8 @@ def test_sigusr1_survives_sigkill_and_sigterm_checkpoints(
   (root / broken / checkpoints.DONE).unlink()
   with Serve(dataset, tmp_path / 'third.err', root) as serve:
     stderr = serve.stderr()
-    assert f'incomplete checkpoint(s) in {root} ' in stderr
-    assert f': {broken}. Reverb ignores them, loads {second} instead' in stderr
+    assert f'1 incomplete checkpoint in {root} ' in stderr
+    assert f': {broken}. Reverb ignores it, loads {second} instead' in stderr
     assert (f"restored checkpoint {root / second}: 12 items in '{TABLE}'"
             in stderr)
     assert (reverb_tables.as_multiset(take_all(serve.address))
@@ -186,8 +187,8 @@ def test_incomplete_checkpoint_starts_empty_and_write_failures_are_one_line(
   (root / name / checkpoints.DONE).unlink()
   with Serve(dataset, tmp_path / 'serve.err', root) as serve:
     stderr = serve.stderr()
-    assert (f'1 incomplete checkpoint(s) in {root} (no DONE file; was a server '
-            f'stopped while writing?): {name}. Reverb ignores them, starts the '
+    assert (f'1 incomplete checkpoint in {root} (no DONE file; was a server '
+            f'stopped while writing?): {name}. Reverb ignores it, starts the '
             'table empty' in stderr)
     assert (f"no complete checkpoint in {root}; table '{TABLE}' starts "
             'empty' in stderr)
@@ -216,6 +217,22 @@ def test_sigusr1_without_checkpoint_dir_keeps_serving(dataset, tmp_path):
     assert serve.size() == 6
     assert serve.stop(signal.SIGTERM) == 0
     assert 'checkpoint written to' not in serve.stderr()
+
+
+def test_checkpoint_of_another_signature_fails_with_a_line_per_field(
+    dataset, signature, tmp_path):
+  """The checkpoint's table wins over serve's: one that does not fit fails."""
+  root = tmp_path / 'ckpt'
+  _reverb_checkpoint(root, float64_signature(signature), pushes=0)
+  result = run_cli('serve', '--dataset', dataset, '--table', TABLE,
+                   '--checkpoint-dir', root)
+  assert result.returncode == 1
+  first, *fields = result.stderr.splitlines()
+  assert first == (f"rlds-reverb: error: the checkpoint's table '{TABLE}' "
+                   'does not fit the dataset:')
+  assert [line.split(': ')[0] for line in fields] == [
+      '  discount', '  observation', '  reward']
+  assert all('table has TensorSpec(' in line for line in fields), fields
 
 
 def test_unwritable_checkpoint_dir_fails_at_start(dataset, tmp_path):

@@ -3,15 +3,13 @@
     rlds-reverb [--debug] COMMAND [options]     (also: python -m rlds_reverb)
 
 One module per command, each with HELP, DESCRIPTION and EPILOG texts,
-`add_arguments(parser)` and `run(args) -> exit code`. Every failure is one
-line on stderr, 'rlds-reverb: error: ...', with a non-zero exit; `--debug`
-adds the traceback.
+`add_arguments(parser)` and `run(args) -> exit code`. A failure prints
+'rlds-reverb: error: ...' on stderr, one line (an error that lists fields
+adds one indented line per field), and exits non-zero; `--debug` adds the
+traceback and TensorFlow's and Reverb's own logs, which are silenced
+otherwise, whatever TF_CPP_MIN_LOG_LEVEL says. A reader that goes away
+(`| head`) ends the command quietly with exit status 141, as SIGPIPE would.
 """
-
-# pylint: disable=g-import-not-at-top,wrong-import-position
-from rlds_reverb import quiet
-
-quiet.silence()  # Before anything imports TensorFlow or gym.
 
 import argparse
 import importlib
@@ -19,6 +17,7 @@ import sys
 import traceback
 from typing import List, Optional
 
+from rlds_reverb import quiet
 from rlds_reverb.cli import output
 
 COMMANDS = ('demo', 'serve', 'push', 'validate', 'inspect')
@@ -67,8 +66,23 @@ def _add_command(subparsers, common: argparse.ArgumentParser,
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-  """Runs one command; returns its exit code (argparse exits 2 on bad usage)."""
+  """Runs one command; returns its exit code (argparse exits 2 on bad usage).
+
+  A closed stdout or stderr ends it quietly with EXIT_BROKEN_PIPE.
+  """
+  try:
+    try:
+      return _run(argv)
+    finally:
+      sys.stdout.flush()  # A closed pipe shows here, not at interpreter exit.
+  except BrokenPipeError:
+    return output.reader_gone()
+
+
+def _run(argv: Optional[List[str]]) -> int:
   args = build_parser().parse_args(argv)
+  if not args.debug:
+    quiet.silence()  # Before the command imports TensorFlow or gym.
   try:
     with quiet.quieted(enabled=not args.debug):
       return args.run(args)
@@ -76,8 +90,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     return _fail(args, str(e), e.exit_code)
   except KeyboardInterrupt:
     return _fail(args, 'interrupted', output.EXIT_INTERRUPTED)
+  except BrokenPipeError:
+    raise
   except Exception as e:  # pylint: disable=broad-except
-    return _fail(args, output.error_line(e), output.EXIT_FAILURE)
+    return _fail(args, output.error_text(e), output.EXIT_FAILURE)
 
 
 def _fail(args: argparse.Namespace, message: str, exit_code: int) -> int:

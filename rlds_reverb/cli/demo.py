@@ -10,6 +10,7 @@ No downloads and no server to start: the README's first command.
 import argparse
 import time
 
+from rlds_reverb import wording
 from rlds_reverb.cli import options
 from rlds_reverb.cli import output
 
@@ -50,11 +51,13 @@ def run(args: argparse.Namespace) -> int:
   if report.problems:
     first = report.problems[0]
     raise output.CliError(
-        f'{len(report.problems)} problem(s) in the dataset; the first: '
-        f'{first.message} (episode {first.episode}, step {first.step}). '
+        f'{wording.count(len(report.problems), "problem")} in the dataset; '
+        f'the first: {first.message} (episode {first.episode}, step '
+        f'{first.step}). '
         "Run 'rlds-reverb validate' for all of them.")
   print(f"dataset   {' '.join(args.dataset)} (split {args.split}): "
-        f'{report.episodes} episodes, {report.steps} steps, valid')
+        f'{wording.count(report.episodes, "episode")}, '
+        f'{wording.count(report.steps, "step")}, valid')
   print(f'spec      {output.spec_text(spec)}')
 
   server = reverb.Server([_table(reverb, specs.table_signature(spec),
@@ -66,9 +69,10 @@ def run(args: argparse.Namespace) -> int:
     result = rlds_reverb.push(rlds_data, address, TABLE,
                               sequence_length=SEQUENCE_LENGTH)
     rate = result.trajectories / max(result.seconds, 1e-9)
-    print(f'pushed    {result.episodes} episodes, {result.trajectories} steps, '
-          f'{result.items} items of {SEQUENCE_LENGTH} steps in '
-          f'{result.seconds:.2f} s ({rate:,.0f} steps/s)')
+    print(f'pushed    {wording.count(result.episodes, "episode")}, '
+          f'{wording.count(result.trajectories, "step")}, '
+          f'{wording.count(result.items, "item")} of {SEQUENCE_LENGTH} steps '
+          f'in {result.seconds:.2f} s ({rate:,.0f} steps/s)')
     started = time.perf_counter()
     batch = _sample_batch(spec, server, args.batch_size)
     print(f'sampled   a batch in {time.perf_counter() - started:.2f} s: '

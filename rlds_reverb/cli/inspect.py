@@ -1,12 +1,13 @@
 """`rlds-reverb inspect`: what a dataset holds, before deciding on a table.
 
 Step spec, trajectory spec, episode count, and min/mean/median/max of episode
-lengths and returns; `--plot` draws their histograms (needs matplotlib, the
-'plot' extra, imported only then).
+lengths and returns; `--plot` draws their histograms from the same per-episode
+figures (`cli.plot`; needs matplotlib, the 'plot' extra, imported only then).
 """
 
 import argparse
 
+from rlds_reverb import wording
 from rlds_reverb.cli import options
 from rlds_reverb.cli import output
 
@@ -20,8 +21,6 @@ examples:
   rlds-reverb inspect --dataset DIR --plot episodes.png   (pip install rlds_reverb[plot])
 """
 
-_PLOT_EXTRA = "--plot needs matplotlib: pip install 'rlds_reverb[plot]'"
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
   options.add_dataset_arguments(parser)
@@ -32,7 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
   from rlds_reverb import stats as stats_lib  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  pyplot = _pyplot() if args.plot else None  # Fail before reading anything.
+  from rlds_reverb.cli import plot  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  pyplot = plot.pyplot() if args.plot else None  # Fail before reading anything.
   rlds_data = options.load(args)
   step_spec, trajectory_spec = options.step_and_trajectory_spec(rlds_data)
   stats = stats_lib.episode_stats(rlds_data)
@@ -48,16 +48,17 @@ def run(args: argparse.Namespace) -> int:
   else:
     _print_text(step_spec, trajectory_spec, stats, stats_lib)
   if pyplot is not None:
-    _plot(pyplot, stats, args.plot)
+    plot.write(pyplot, stats, args.plot)
     if not args.json:
-      print(f'plot      {args.plot}')
+      print(f'plot             {args.plot}')
   return output.EXIT_OK
 
 
 def _print_text(step_spec, trajectory_spec, stats, stats_lib) -> None:
   print(f'step spec        {output.spec_text(step_spec)}')
   print(f'trajectory spec  {output.spec_text(trajectory_spec)}')
-  print(f'episodes         {stats.episodes} ({stats.steps} steps)')
+  print(f'episodes         {stats.episodes} '
+        f'({wording.count(stats.steps, "step")})')
   print(f'length           {_summary_text(stats_lib.summary(stats.lengths))}')
   print(f'return           {_summary_text(stats_lib.summary(stats.returns))}')
 
@@ -70,29 +71,3 @@ def _number(value) -> str:
   if value is None:
     return '-'
   return f'{value:.4g}' if isinstance(value, float) else str(value)
-
-
-def _pyplot():
-  """matplotlib's pyplot on a file backend, or a one-line install hint."""
-  try:
-    import matplotlib  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  except ImportError as e:
-    raise output.CliError(_PLOT_EXTRA) from e
-  matplotlib.use('Agg')
-  from matplotlib import pyplot  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  return pyplot
-
-
-def _plot(pyplot, stats, path: str) -> None:
-  figure, (lengths, returns) = pyplot.subplots(1, 2, figsize=(10, 4))
-  lengths.hist(stats.lengths, bins='auto')
-  lengths.set(title='Episode length', xlabel='steps', ylabel='episodes')
-  returns.hist(stats.returns, bins='auto')
-  returns.set(title='Episode return', xlabel='return', ylabel='episodes')
-  figure.tight_layout()
-  try:
-    figure.savefig(path, format='png')
-  except OSError as e:
-    raise output.CliError(f'cannot write the plot to {path}: {e}') from e
-  finally:
-    pyplot.close(figure)

@@ -1,9 +1,17 @@
-"""What the commands print: errors as one line, results as text or JSON."""
+"""What the commands print: errors as one line, results as text or JSON.
+
+    rlds-reverb: error: <one line>
+      <one indented line per field, for an error that lists fields>
+"""
 
 import json
+import os
 import re
+import signal
 import sys
 from typing import Any, Dict, List, Optional, Sequence
+
+from rlds_reverb import errors
 
 PROG = 'rlds-reverb'
 
@@ -11,7 +19,15 @@ PROG = 'rlds-reverb'
 EXIT_OK = 0
 EXIT_FAILURE = 1  # The command ran and failed (server, data, problems found).
 EXIT_USAGE = 2  # Bad arguments or input that cannot be read (argparse's too).
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as the shell reports Ctrl-C.
+# The reader of stdout or stderr went away (`| head`): 128 + SIGPIPE, as the
+# shell reports a Unix tool that SIGPIPE ended.
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
+
+# Errors whose notes name one differing field each: a line per note.
+_NOTES_PER_FIELD = (errors.SignatureMismatchError,)
+# Lines under the first of a multi-line error start with it.
+DETAIL_INDENT = '  '
 
 # The text inside TF's "assertion failed: [...]" of a malformed episode.
 _ASSERT_TEXT = re.compile(r'assertion failed: \[(.*?)\]', re.S)
@@ -28,9 +44,35 @@ class CliError(Exception):
 
 def error_line(error: BaseException) -> str:
   """One line for `error`: its message and notes, TF's node dumps dropped."""
-  message = _op_error_text(error) or str(error) or type(error).__name__
-  parts = [message] + list(getattr(error, '__notes__', ()))
-  return ' '.join(' '.join(part.split()) for part in parts)
+  parts = [_message(error)] + list(getattr(error, '__notes__', ()))
+  return ' '.join(_one_line(part) for part in parts)
+
+
+def error_text(error: BaseException) -> str:
+  """`error_line`, but an error that lists fields gets a line per field.
+
+  The message first, then each note on its own line, indented: a signature
+  mismatch of ten fields reads as a table, not as one line of 1,700
+  characters.
+  """
+  if not isinstance(error, _NOTES_PER_FIELD):
+    return error_line(error)
+  return with_details(_one_line(_message(error)),
+                      [_one_line(note)
+                       for note in getattr(error, '__notes__', ())])
+
+
+def with_details(summary: str, details: Sequence[str]) -> str:
+  """`summary`, then each detail on a line of its own, indented."""
+  return '\n'.join([summary] + [f'{DETAIL_INDENT}{d}' for d in details])
+
+
+def _message(error: BaseException) -> str:
+  return _op_error_text(error) or str(error) or type(error).__name__
+
+
+def _one_line(text: str) -> str:
+  return ' '.join(text.split())
 
 
 def _op_error_text(error: BaseException) -> Optional[str]:
@@ -54,7 +96,25 @@ def remap_episode(message: str, original_indices: Sequence[int]) -> str:
 
 
 def print_error(message: str) -> None:
+  """'rlds-reverb: error: ' and `message`, whose later lines are indented."""
   print(f'{PROG}: error: {message}', file=sys.stderr, flush=True)
+
+
+def reader_gone() -> int:
+  """After a BrokenPipeError: quiet, and EXIT_BROKEN_PIPE.
+
+  A stream whose reader is gone still holds what it could not write; Python
+  would try again at exit and print 'Exception ignored ... BrokenPipeError'
+  (and exit 120). It writes to /dev/null instead.
+  """
+  for stream in (sys.stdout, sys.stderr):
+    try:
+      stream.flush()
+    except BrokenPipeError:
+      devnull = os.open(os.devnull, os.O_WRONLY)
+      os.dup2(devnull, stream.fileno())
+      os.close(devnull)
+  return EXIT_BROKEN_PIPE
 
 
 def print_json(value: Any) -> None:

@@ -17,6 +17,7 @@ Errors name episodes by their position in the dataset (or shard) as given.
 import argparse
 import functools
 
+from rlds_reverb import wording
 from rlds_reverb.cli import options
 from rlds_reverb.cli import output
 from rlds_reverb.cli import progress as progress_lib
@@ -172,7 +173,8 @@ def _episodes_to_skip(report, on_invalid: str):
     problem = report.problems[0]
     raise output.CliError(
         f'{problem.message} (episode {problem.episode}, step {problem.step}); '
-        f'{len(malformed)} malformed episode(s) in all, nothing was written '
+        f'{wording.count(len(malformed), "malformed episode")} in all, '
+        f'nothing was written '
         f"('rlds-reverb validate' lists them, '--on-invalid skip' leaves them "
         f'out)')
   _note_malformed(report)
@@ -216,8 +218,8 @@ def _load_state(args, key):
   except ResumeStateError as e:
     raise output.CliError(str(e), output.EXIT_USAGE) from e
   if state.confirmed_episodes and not state.complete:
-    output.note(f'resuming from {args.resume}: {state.confirmed_episodes} '
-                f'episodes were confirmed before')
+    confirmed = wording.count(state.confirmed_episodes, 'confirmed episode')
+    output.note(f'resuming from {args.resume} after {confirmed}')
   return state
 
 
@@ -246,9 +248,9 @@ def _write(rlds_data, args, skip, kept, state, recorder, end_of_episode,
         output.remap_episode(output.error_line(e), kept[done:])) from e
   except rlds_reverb.RldsReverbError as e:
     if recorder is not None:
-      e.add_note(f'Progress is saved in {args.resume} '
-                 f'({recorder.state.confirmed_episodes} episodes confirmed in '
-                 f'all): run the same command again to continue.')
+      confirmed = wording.count(recorder.state.confirmed_episodes, 'episode')
+      e.add_note(f'Progress is saved in {args.resume} ({confirmed} confirmed '
+                 f'in all): run the same command again to continue.')
     raise
 
 
@@ -289,7 +291,8 @@ def _note_malformed(report) -> None:
       for e in episodes[:LISTED_SKIPS])
   more = f'; and {len(episodes) - LISTED_SKIPS} more' if len(
       episodes) > LISTED_SKIPS else ''
-  output.note(f'skipping {len(episodes)} malformed episode(s): {listed}{more}')
+  output.note(f'skipping {wording.count(len(episodes), "malformed episode")}: '
+              f'{listed}{more}')
 
 
 def print_summary(summary: dict, as_json: bool) -> None:
@@ -299,7 +302,9 @@ def print_summary(summary: dict, as_json: bool) -> None:
   rate = summary['trajectories'] / max(summary['seconds'], 1e-9)
   resumed = summary['resumed_after_episodes']
   after = f' after {resumed} confirmed before' if resumed else ''
-  print(f"pushed {summary['episodes']} episodes{after}, "
-        f"{summary['trajectories']} steps, {summary['items']} items in "
+  print(f"pushed {wording.count(summary['episodes'], 'episode')}{after}, "
+        f"{wording.count(summary['trajectories'], 'step')}, "
+        f"{wording.count(summary['items'], 'item')} in "
         f"{summary['seconds']:.2f} s ({rate:,.0f} steps/s); skipped "
-        f"{summary['skipped_episodes']} episode(s)", flush=True)
+        f"{wording.count(summary['skipped_episodes'], 'episode')}",
+        flush=True)

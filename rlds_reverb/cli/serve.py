@@ -16,6 +16,7 @@ import signal
 import time
 
 from rlds_reverb import checkpoints
+from rlds_reverb import wording
 from rlds_reverb.cli import options
 from rlds_reverb.cli import output
 
@@ -161,19 +162,22 @@ def _checkpoints_to_restore(checkpoint_dir):
 
 def _incomplete_text(found: checkpoints.Checkpoints) -> str:
   names = ', '.join(found.incomplete)
+  them = wording.noun(len(found.incomplete), 'it', 'them')
   instead = (f'loads {found.newest} instead' if found.newest
              else 'starts the table empty')
-  return (f'warning: {len(found.incomplete)} incomplete checkpoint(s) in '
+  return (f'warning: '
+          f'{wording.count(len(found.incomplete), "incomplete checkpoint")} in '
           f'{found.root} (no {checkpoints.DONE} file; was a server stopped '
-          f'while writing?): {names}. Reverb ignores them, {instead}, and '
-          'deletes them at the next checkpoint')
+          f'while writing?): {names}. Reverb ignores {them}, {instead}, and '
+          f'deletes {them} at the next checkpoint')
 
 
 def _restored_text(found: checkpoints.Checkpoints, info, table: str) -> str:
   if not found.newest:
     return (f'no complete checkpoint in {found.root}; table {table!r} '
             'starts empty')
-  sizes = ', '.join(f'{info[name].current_size} items in {name!r}'
+  sizes = ', '.join(f'{wording.count(info[name].current_size, "item")} in '
+                    f'{name!r}'
                     for name in sorted(info))
   return f'restored checkpoint {found.path(found.newest)}: {sizes}'
 
@@ -213,6 +217,6 @@ def _check_loaded_table(info, table: str, signature) -> None:
   differences = signature_lib.spec_differences(info[table].signature,
                                                signature)
   if info[table].signature is not None and differences:
-    raise output.CliError(
-        f"the checkpoint's table {table!r} does not fit the dataset: "
-        f'{differences[0]}')
+    raise output.CliError(output.with_details(
+        f"the checkpoint's table {table!r} does not fit the dataset:",
+        differences))

@@ -6,6 +6,7 @@ read or its step spec cannot be converted.
 
 import argparse
 
+from rlds_reverb import wording
 from rlds_reverb.cli import options
 from rlds_reverb.cli import output
 
@@ -53,16 +54,17 @@ def _print_text(report) -> None:
     print(f'... and {len(report.problems) - MAX_LISTED} more (--json lists '
           'all)')
   if report.empty_episodes:
-    print(f'{len(report.empty_episodes)} empty episode(s), skipped when '
-          f'pushed: {_positions(report.empty_episodes)}')
+    print(f'{wording.count(len(report.empty_episodes), "empty episode")}, '
+          f'skipped when pushed: {_positions(report.empty_episodes)}')
   if report.flagged_invalid:
-    print(f'{len(report.flagged_invalid)} episode(s) flagged invalid in '
-          f'metadata, skipped when pushed: '
+    print(f'{wording.count(len(report.flagged_invalid), "episode")} flagged '
+          f'invalid in metadata, skipped when pushed: '
           f'{_positions(report.flagged_invalid)}')
-  verdict = (f'{len(report.problems)} problem(s) in '
-             f'{len(report.malformed_episodes)} episode(s)'
+  verdict = (f'{wording.count(len(report.problems), "problem")} in '
+             f'{wording.count(len(report.malformed_episodes), "episode")}'
              if report.problems else 'no problems')
-  print(f'{report.episodes} episodes, {report.steps} steps: {verdict}')
+  print(f'{wording.count(report.episodes, "episode")}, '
+        f'{wording.count(report.steps, "step")}: {verdict}')
 
 
 def _positions(indices, limit: int = 10) -> str:

@@ -8,7 +8,8 @@
 Processes, not threads: each worker reads, converts and writes with its own
 interpreter and Reverb writer, all into the same server at once. A worker's
 notes go to stderr prefixed with its shard. Workers run to their end even
-when another fails, so every worker's count is known.
+when another fails, so every worker's count is known. A worker's error that
+lists fields keeps its lines, under the summary, prefixed with its shard.
 """
 
 import argparse
@@ -17,8 +18,9 @@ import json
 import subprocess
 import sys
 import time
-from typing import List
+from typing import List, Tuple
 
+from rlds_reverb import wording
 from rlds_reverb.cli import output
 
 _SUMMED = ('episodes', 'trajectories', 'items', 'skipped_episodes',
@@ -37,14 +39,10 @@ def run(args: argparse.Namespace) -> int:
     if returncode == 0:
       summaries.append(json.loads(stdout.strip().splitlines()[-1]))
     else:
-      reason = errors[-1] if errors else stderr.strip()
-      failures.append(f'shard {shard}: {reason}')
+      failures.append((shard, errors[-1] if errors else
+                       _last_line(stderr, returncode)))
   if failures:
-    confirmed = sum(s['episodes'] for s in summaries)
-    raise output.CliError(
-        f'{len(failures)} of {args.workers} workers failed: '
-        f'{" | ".join(failures)} | the {len(summaries)} other(s) confirmed '
-        f'{confirmed} episodes')
+    raise output.CliError(_failure_text(failures, summaries, args.workers))
   summary = {name: sum(s[name] for s in summaries) for name in _SUMMED}
   # The workers push at the same time: the longest one's push time.
   summary['seconds'] = max(s['seconds'] for s in summaries)
@@ -52,6 +50,32 @@ def run(args: argparse.Namespace) -> int:
   summary['workers'] = args.workers
   push.print_summary(summary, args.json)
   return output.EXIT_OK
+
+
+def _failure_text(failures: List[Tuple[str, str]], summaries: List[dict],
+                  workers: int) -> str:
+  """A line naming each failed shard and its error, then the errors' details.
+
+  An error of several lines has its first in that line and the others under
+  it, each as '  shard I/N: detail'.
+  """
+  firsts, details = [], []
+  for shard, error in failures:
+    first, *rest = error.splitlines() or ['']
+    firsts.append(f'shard {shard}: {first}')
+    details += [f'shard {shard}: {line.strip()}' for line in rest
+                if line.strip()]
+  others = wording.count(len(summaries), 'other')
+  confirmed = wording.count(sum(s['episodes'] for s in summaries), 'episode')
+  summary = (f'{len(failures)} of {workers} workers failed: '
+             f'{" | ".join(firsts)} | the {others} confirmed {confirmed}')
+  return output.with_details(summary, details)
+
+
+def _last_line(stderr: str, returncode: int) -> str:
+  """What a worker that printed no error line said last (relayed in full)."""
+  lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+  return lines[-1] if lines else f'exit status {returncode}, no message'
 
 
 def worker_command(args: argparse.Namespace, index: int) -> List[str]:
@@ -101,12 +125,20 @@ def _communicate(process):
 
 
 def _relay(stderr: str, shard: str) -> List[str]:
-  """Prints a worker's stderr lines, prefixed; returns its error messages."""
+  """Prints a worker's stderr lines, prefixed; returns its error messages.
+
+  An error's indented lines after it are part of it (`output.error_text`).
+  """
   prefix = f'{output.PROG}: error: '
   errors = []
+  previous_was_error = False
   for line in stderr.splitlines():
     if line.startswith(prefix):
       errors.append(line[len(prefix):])
+      previous_was_error = True
+    elif previous_was_error and line.startswith(output.DETAIL_INDENT):
+      errors[-1] += f'\n{line}'
     elif line.strip():
       print(f'[shard {shard}] {line}', file=sys.stderr, flush=True)
+      previous_was_error = False
   return errors

@@ -302,14 +302,17 @@ def _write_blocks(blocks, rows_of_block, writer, episode_items, infos,
 
 def _note_written(error: Exception, writer, tables, address) -> None:
   """Confirms what was written before `error` and says so on it."""
+  from rlds_reverb import wording  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  where = (f'{wording.noun(len(tables), "table")} {", ".join(tables)} at '
+           f'{address}')
   try:
     progress = writer.confirm()
     error.add_note(
-        f'Before this error, {progress.confirmed_episodes} episodes '
-        f'({progress.confirmed_items} items) were written to table(s) '
-        f'{", ".join(tables)} at {address} and confirmed.')
+        'Written and confirmed before this error: '
+        f'{wording.count(progress.confirmed_episodes, "episode")} '
+        f'({wording.count(progress.confirmed_items, "item")}) to {where}.')
   except Exception as flush_error:  # pylint: disable=broad-except
     error.add_note(
-        f'Before this error, {writer.progress.episodes} episodes were written '
-        f'to table(s) {", ".join(tables)} at {address}; confirming them '
-        f'failed: {flush_error}')
+        'Written before this error: '
+        f'{wording.count(writer.progress.episodes, "episode")} to {where}; '
+        f'confirming failed: {flush_error}')

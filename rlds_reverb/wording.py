@@ -1,0 +1,15 @@
+"""How counts read in messages: '1 episode', '2 episodes', '0 items'."""
+
+from typing import Optional
+
+
+def count(number: int, singular: str, plural: Optional[str] = None) -> str:
+  """`number` and its noun: '1 episode', '3 episodes', '0 episodes'."""
+  return f'{number} {noun(number, singular, plural)}'
+
+
+def noun(number: int, singular: str, plural: Optional[str] = None) -> str:
+  """`singular` for exactly 1, else `plural` (default: `singular` + 's')."""
+  if number == 1:
+    return singular
+  return plural or f'{singular}s'
