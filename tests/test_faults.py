@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import reverb
 
+from rlds_reverb import wording
 from rlds_reverb.write import writer as writer_lib
 from tests import reverb_tables
 from tests import rlds_data
@@ -86,7 +87,7 @@ def test_server_killed_mid_push_fails_naming_confirmed_episodes(dirs, tmp_path):
   confirmed = state['confirmed_episodes']
   assert 0 < confirmed < len(LONG)
   assert f'did not confirm items for table \'replay\' within 3 s' in line
-  assert f'Confirmed before: {confirmed} episodes' in line
+  assert f'Confirmed before: {wording.count(confirmed, "episode")}' in line
   assert f'Progress is saved in {state_path}' in line
 
 

@@ -17,6 +17,8 @@ floor((max_diff + samples) / samples_per_insert) - inserts) more items.
 import math
 from typing import List, Mapping, Optional
 
+from rlds_reverb import wording
+
 # Reverb's MinSize limiter sets max_diff to the largest double: no limit.
 _UNLIMITED_DIFF = 1e300
 
@@ -66,7 +68,8 @@ def warnings_for(infos: Mapping[str, object], items_per_table: int
     free = info.max_size - info.current_size
     if items_per_table > free:
       messages.append(
-          f'table {table!r} holds at most {info.max_size} items and has '
+          f'table {table!r} holds at most '
+          f'{wording.count(info.max_size, "item")} and has '
           f'{info.current_size}; this push writes {items_per_table}, so '
           f'Reverb will silently remove {items_per_table - free} of the '
           f'oldest.')
@@ -74,7 +77,7 @@ def warnings_for(infos: Mapping[str, object], items_per_table: int
     if headroom is not None and items_per_table > headroom:
       messages.append(
           f'table {table!r} has rate limiter {limiter_text(info)}, which '
-          f'blocks inserts after {headroom} more items until something '
-          f'samples; this push writes {items_per_table}, and fails after the '
-          f'timeout if nothing samples.')
+          f'blocks inserts after {wording.count(headroom, "more item")} '
+          f'until something samples; this push writes {items_per_table}, '
+          f'and fails after the timeout if nothing samples.')
   return messages

@@ -38,6 +38,7 @@ from typing import Any, Callable, List, Optional, Sequence, Union
 import numpy as np
 import reverb
 
+from rlds_reverb import wording
 from rlds_reverb.errors import ReverbTimeoutError
 from rlds_reverb.write import chunks
 from rlds_reverb.write import columns as columns_lib
@@ -184,8 +185,9 @@ class _Writer:
           f'Reverb server at {self._address} did not confirm items for table '
           f'{tables} within {self._timeout_s:g} s: the server is down or '
           f"unreachable, or the table's rate limiter blocks inserts. "
-          f'Confirmed before: {self.progress.confirmed_episodes} episodes, '
-          f'{self.progress.confirmed_items} items.')
+          f'Confirmed before: '
+          f'{wording.count(self.progress.confirmed_episodes, "episode")}, '
+          f'{wording.count(self.progress.confirmed_items, "item")}.')
       _ABANDONED.append(self._writer)
       self._writer = None
       raise self._failure from e
