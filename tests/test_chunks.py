@@ -34,7 +34,7 @@ FRAME_COLUMNS = ('step_type', 'observation/frame', 'observation/state',
 
 
 def frames_episode(num_steps: int, seed: int):
-  """32x32x3 frames (3,072 B per step) next to small columns."""
+  """32x32x3 frames (3,072 B per step: chunks of 2) next to small columns."""
   episode = rlds_data.flat_episode(num_steps, seed)
   rng = np.random.default_rng(seed)
   episode['observation'] = {
@@ -84,14 +84,14 @@ def checkpointed_server(tmp_path):
 CHUNK_CASES = {
     # name: (chunk_length option, tables, stride, expected length by column)
     'rule': (None, ('t',), 1,
-             {'observation/frame': 1, 'observation/state': 32}),
+             {'observation/frame': 2, 'observation/state': 32}),
     'one_int': (8, ('t',), 1, {'observation/frame': 8, 'reward': 8}),
     'by_path_and_prefix': ({'observation': 4, 'observation/frame': 2}, ('t',),
                            1, {'observation/frame': 2, 'observation/state': 4,
                                'reward': 32}),
     'two_tables_capped': (None, ('t', 'u'), 1,
-                          {'observation/frame': 1, 'reward': 17}),
-    'stride_2': (None, ('t',), 2, {'observation/frame': 1, 'reward': 32}),
+                          {'observation/frame': 2, 'reward': 17}),
+    'stride_2': (None, ('t',), 2, {'observation/frame': 2, 'reward': 32}),
 }
 
 
@@ -102,8 +102,8 @@ def test_server_stores_chunks_of_the_chosen_lengths(checkpointed_server,
                                                     expected):
   """Even lengths: with stride 2, every row is in an item, so it is stored.
 
-  (A chunk no item references is never sent: with an odd length and stride
-  2, the last row of the episode would be missing from chunks of 1.)
+  (A chunk no item references is never sent: with an odd length, stride 2
+  and chunks of 1, the episode's last row would be missing.)
   """
   lengths = (40, 26, 60, 8)
   data = frames_data(lengths)
@@ -253,10 +253,12 @@ RULE_CASES = {
     'empty_or_unknown': (0, 32, 32),
     'scalar': (4, 32, 32),
     'halfcheetah_observation': (68, 32, 32),
-    'exactly_128_bytes': (128, 32, 32),
-    'embedding_2kb': (2048, 32, 2),
-    'frames': (20_736, 32, 1),
+    'exactly_256_bytes': (256, 32, 32),
+    'just_over_256_bytes': (257, 32, 31),
+    'embedding_2kb': (2048, 32, 4),
+    'frames_at_least_2': (20_736, 32, 2),
     'capped_by_tables': (4, 17, 17),
+    'cap_below_the_minimum': (20_736, 1, 1),
 }
 
 

@@ -5,16 +5,25 @@ column of 4-byte rewards in chunks of 2 costs far more than its data; but a
 sampled item ships every chunk it touches whole, so frames in chunks of 32
 ship 32 frames for a 2-step sample. Per column, from its bytes per step b:
 
-    chunk_length = clamp(CHUNK_BYTES // b, 1, MAX_CHUNK_LENGTH)
+    chunk_length = clamp(CHUNK_BYTES // b, MIN_CHUNK_LENGTH, MAX_CHUNK_LENGTH)
 
     column                       b          chunk_length
     reward, discount, step types 1-8 B      32
     halfcheetah observation      68 B       32
-    a 512-float embedding        2 KB       2
-    72x96x3 frames               20.7 KB    1
+    a 512-float embedding        2 KB       4
+    72x96x3 frames               20.7 KB    2
 
 `benchmarks/server_memory.py --sweep` measures server memory and sampling
-rates over chunk lengths and column sizes; the constants come from it.
+rates over chunk lengths and column sizes; the constants come from it:
+  * 32: small columns' memory per item falls with the chunk length until the
+    per-chunk overhead is gone (vector items: 4.4 KB at 2, 2.4 at 8, 2.0 at
+    16, 1.8 at 32), with sampling as fast as Reverb's default or faster;
+  * 8 KB per chunk: a 2 KB column sampled as fast in chunks of 1, 2 or 4,
+    and 10-20% slower in chunks of 8 (16 KB), 2x slower in chunks of 32;
+  * at least 2: a 2-step item then touches 1.5 chunks of a large column on
+    average, as with Reverb's own writers (whose chunks hold at most 2
+    steps), and the server holds half the chunks of length 1 (72x96x3
+    frames: 1.2 KB less per item).
 
 Chunks are finalized when full, so a writer holds, unconfirmed, the items
 that reference a column's open chunk: up to `tables * ceil((c - 1) / S)` for
@@ -36,7 +45,8 @@ from rlds_reverb.write import columns as columns_lib
 
 ChunkLength = Union[None, int, Mapping[str, int]]
 
-CHUNK_BYTES = 4096
+CHUNK_BYTES = 8192
+MIN_CHUNK_LENGTH = 2
 MAX_CHUNK_LENGTH = 32
 # Reverb warns from 50 unconfirmed items on: never more than this many.
 MAX_PENDING_ITEMS = 49
@@ -113,10 +123,14 @@ def lengths(columns: Sequence[columns_lib.Column],
 
 
 def rule(bytes_per_step: float, longest: int = MAX_CHUNK_LENGTH) -> int:
-  """`CHUNK_BYTES // b`, between 1 and `longest`."""
+  """`CHUNK_BYTES // b`, between `MIN_CHUNK_LENGTH` and `longest`.
+
+  `longest` (the flush bound's cap) wins over the minimum.
+  """
   if bytes_per_step <= 0:
     return longest
-  return int(min(max(CHUNK_BYTES // bytes_per_step, 1), longest))
+  length = max(CHUNK_BYTES // bytes_per_step, MIN_CHUNK_LENGTH)
+  return int(min(length, longest))
 
 
 def _chosen(chunk_length: ChunkLength, path: str) -> Optional[int]:
