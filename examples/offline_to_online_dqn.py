@@ -444,28 +444,31 @@ def summarize(runs_by_variant: Dict[str, List[Run]], budget: Budget,
         f'{data_return:.1f}; goal: average return >= {GOAL:.0f} over '
         f'{budget.eval_episodes} episodes')
   print(f'{"variant":10} {"after offline phase":>20} '
-        f'{"env steps to goal":>26} {"mean online":>20} {"last":>20}')
+        f'{"env steps to goal":>26} {"lowest online":>20} '
+        f'{"mean online":>20} {"last":>20}')
   summary = {}
   for variant, runs in runs_by_variant.items():
     offline = [run.offline_return for run in runs
                if run.offline_return is not None]
     steps = steps_to_goal(runs)
-    mean_online = [statistics.mean(value for _, value in run.curve[1:])
-                   for run in runs]
-    last = [run.curve[-1][1] for run in runs]
+    online = [[value for _, value in run.curve[1:]] for run in runs]
+    lowest = [min(values) for values in online]
+    mean = [statistics.mean(values) for values in online]
+    last = [values[-1] for values in online]
     print(f'{variant:10} {median_and_range(offline) if offline else "-":>20} '
-          f'{steps_text(steps, budget):>26} '
-          f'{median_and_range(mean_online):>20} {median_and_range(last):>20}')
+          f'{steps_text(steps, budget):>26} {median_and_range(lowest):>20} '
+          f'{median_and_range(mean):>20} {median_and_range(last):>20}')
     median_steps = statistics.median(steps)
     summary[variant] = {
         'median_offline_return': (statistics.median(offline)
                                   if offline else None),
         'median_steps_to_goal': (None if math.isinf(median_steps)
                                  else median_steps),
-        'median_mean_online_return': statistics.median(mean_online),
+        'median_lowest_online_return': statistics.median(lowest),
+        'median_mean_online_return': statistics.median(mean),
         'median_last_return': statistics.median(last)}
-  print('median over seeds (range); "mean online": the mean of the '
-        'evaluations after step 0; ">N": not reached within the budget')
+  print('median over seeds (range); "online": the evaluations after step 0; '
+        '">N": not reached within the budget')
   return summary
 
 
