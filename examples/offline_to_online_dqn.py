@@ -18,7 +18,7 @@ steps collected online; the offline phase collects none) go to one PNG, mean
 and range over seeds, and with --json to a file. The summary says how many
 environment steps each variant needed to reach an average return of 475.
 
-    python examples/offline_to_online_dqn.py                  # full: 4 variants x 3 seeds
+    python examples/offline_to_online_dqn.py                  # full: 4 variants x 3 seeds, ~1 h
     python examples/offline_to_online_dqn.py --quick          # smoke test (CI)
     python examples/offline_to_online_dqn.py --offline-only --seed 1
     python examples/offline_to_online_dqn.py --variants cql_mixed --seeds 0 1 --json runs.json
