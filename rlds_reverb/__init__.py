@@ -1,8 +1,8 @@
 """rlds_reverb: RLDS datasets to TF-Agents trajectories in Reverb tables.
 
 A drop-in for `tf_agents.replay_buffers.rlds_to_reverb` (the first four names)
-plus a push API that needs no TF-Agents observer, n-step transitions, and
-RLDS sources.
+plus a push API that needs no TF-Agents observer, n-step transitions, RLDS
+sources, and mixed offline/online replay for offline-to-online training.
 
 Names load lazily (PEP 562): `import rlds_reverb` does not import TensorFlow,
 so the command line can silence it before it starts.
@@ -37,6 +37,9 @@ _LAZY = {
     'NStepTransition': 'rlds_reverb.convert',
     'load': 'rlds_reverb.sources',
     'push_shards': 'rlds_reverb.parallel',
+    'mixed_replay': 'rlds_reverb.mixed',
+    'mixed_replay_tables': 'rlds_reverb.mixed',
+    'MixedReplayError': 'rlds_reverb.mixed',
 }
 
 __all__ = [
@@ -53,6 +56,8 @@ __all__ = [
     'NStepTransition',
     'load',
     'push_shards',
+    'mixed_replay',
+    'mixed_replay_tables',
     'RldsReverbError',
     'StepSpecError',
     'SignatureMismatchError',
@@ -63,6 +68,7 @@ __all__ = [
     'SourceError',
     'DatasetNotPreparedError',
     'ShardsFailedError',
+    'MixedReplayError',
 ]
 
 

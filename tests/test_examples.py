@@ -6,6 +6,7 @@ structure of `d4rl_mujoco_halfcheetah` (observation float32[17], action
 float32[6]), found both as a directory and by name in a data dir.
 """
 
+import json
 import math
 import os
 import pathlib
@@ -80,12 +81,6 @@ def halfcheetah_data_dir(tmp_path_factory) -> pathlib.Path:
   return data_dir
 
 
-def table_rows(stdout: str):
-  """(phase, train step, average return) rows of the DQN example's table."""
-  return [(m[1], m[2], float(m[3])) for m in re.finditer(
-      r'^(random|offline|online) +(-|\d+) +(\S+)', stdout, re.MULTILINE)]
-
-
 def test_seed_replay_buffer_pushes_and_samples_the_bundled_data():
   result = run_example('seed_replay_buffer.py', '--batch-size', 8)
   assert result.returncode == 0, result.stderr
@@ -101,29 +96,83 @@ def test_seed_replay_buffer_pushes_and_samples_the_bundled_data():
   assert result.stderr == ''  # No gym notice, no Reverb log lines.
 
 
-def test_offline_to_online_dqn_quick_runs_and_plots(tmp_path):
-  plot = tmp_path / 'curve.png'
+# --quick budgets of offline_to_online_dqn.py: (offline, online, interval).
+QUICK_OFFLINE_STEPS, QUICK_ONLINE_STEPS, QUICK_EVAL_INTERVAL = 100, 100, 50
+DQN_VARIANTS = ['scratch', 'seeded', 'cql_mixed', 'cql_online']
+
+
+def test_offline_to_online_dqn_quick_compares_three_variants(tmp_path):
+  plot, curves = tmp_path / 'curves.png', tmp_path / 'curves.json'
   result = run_example('offline_to_online_dqn.py', '--quick', '--plot', plot,
-                       cwd=tmp_path)
+                       '--json', curves, cwd=tmp_path)
   assert result.returncode == 0, result.stderr
-  assert (f'seeded table \'experience\' from bundled:cartpole: '
-          f'{BUNDLED_EPISODES} episodes, {BUNDLED_STEPS} steps, '
-          f'{BUNDLED_ITEMS} items') in result.stdout
-  rows = table_rows(result.stdout)
-  phases = [phase for phase, _, _ in rows]
-  assert phases[0] == 'random' and 'offline' in phases and 'online' in phases
-  assert phases.index('online') > max(
-      i for i, phase in enumerate(phases) if phase == 'offline')
-  steps = [int(step) for _, step, _ in rows[1:]]
-  assert steps == sorted(steps) and steps[0] == 0
-  assert all(math.isfinite(value) and value > 0 for _, _, value in rows)
-  for label in ('random policy', 'after offline phase', 'after online phase'):
-    match = re.search(rf'^  {label} +(\S+)', result.stdout, re.MULTILINE)
-    assert match, f'{label!r} missing from:\n{result.stdout}'
-    assert math.isfinite(float(match[1]))
+  assert result.stderr == ''  # No gym notice, no Reverb or TF log lines.
   assert plot.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
-  assert not (tmp_path / 'learning_curve.png').exists()
+  assert not (tmp_path / 'learning_curves.png').exists()
+  report = json.loads(curves.read_text())
+  assert report['budget'] == {
+      'offline_steps': QUICK_OFFLINE_STEPS,
+      'online_steps': QUICK_ONLINE_STEPS,
+      'eval_interval': QUICK_EVAL_INTERVAL, 'eval_episodes': 2}
+  assert list(report['runs']) == DQN_VARIANTS
+  assert list(report['summary']) == DQN_VARIANTS
+  evaluated_at = list(range(0, QUICK_ONLINE_STEPS + 1, QUICK_EVAL_INTERVAL))
+  for variant, runs in report['runs'].items():
+    assert [run['seed'] for run in runs] == [0]
+    run = runs[0]
+    assert [steps for steps, _ in run['curve']] == evaluated_at
+    assert all(math.isfinite(value) and 8 <= value <= 500
+               for _, value in run['curve']), run['curve']
+    if variant == 'scratch':
+      assert run['offline_return'] is None
+    else:
+      assert run['offline_return'] == run['curve'][0][1]
+    reached = [steps for steps, value in run['curve'] if value >= 475]
+    assert run['steps_to_goal'] == (reached[0] if reached else None)
+    line = re.search(rf'^{variant} +seed 0 done in \d+ s; items in the '
+                     r'tables: offline (\d+), online (\d+)$', result.stdout,
+                     re.MULTILINE)
+    assert line, result.stdout
+    assert run['table_sizes'] == {'offline': int(line[1]),
+                                  'online': int(line[2])}
+  # The offline tables hold exactly the RLDS data, after training on it;
+  # online tables got the collected steps (seeded: after the RLDS data).
+  sizes = {variant: runs[0]['table_sizes']
+           for variant, runs in report['runs'].items()}
+  for variant in ('cql_mixed', 'cql_online'):
+    assert sizes[variant]['offline'] == BUNDLED_ITEMS
+    assert 0 < sizes[variant]['online'] < QUICK_ONLINE_STEPS
+  assert sizes['scratch']['offline'] == sizes['seeded']['offline'] == 0
+  assert QUICK_ONLINE_STEPS // 2 < sizes['scratch']['online'] < (
+      QUICK_ONLINE_STEPS)
+  assert sizes['seeded']['online'] > BUNDLED_ITEMS
+  # Every bundled step but each episode's last has reward 1.
+  assert report['data_mean_return'] == pytest.approx(
+      BUNDLED_ITEMS / BUNDLED_EPISODES)
+  assert (f'RLDS data: mean return {BUNDLED_ITEMS / BUNDLED_EPISODES:.1f}'
+          in result.stdout)
+  for variant in DQN_VARIANTS:
+    assert re.search(rf'^{variant} ', result.stdout.split('random policy')[1],
+                     re.MULTILINE), result.stdout
+  assert re.search(r'^goal 1, CQL offline phase alone >= 150: median '
+                   r'\d+\.\d, (met|not met)$', result.stdout, re.MULTILINE)
+  assert re.search(r'^goal 2, .* (met|not met)$', result.stdout,
+                   re.MULTILINE)
+
+
+def test_offline_to_online_dqn_offline_only_prints_one_json_line(tmp_path):
+  result = run_example('offline_to_online_dqn.py', '--offline-only',
+                       '--quick', '--seed', 3, cwd=tmp_path)
+  assert result.returncode == 0, result.stderr
   assert result.stderr == ''
+  lines = result.stdout.splitlines()
+  assert len(lines) == 1, result.stdout
+  report = json.loads(lines[0])
+  assert list(report) == ['seed', 'offline_steps', 'offline_return']
+  assert report['seed'] == 3
+  assert report['offline_steps'] == QUICK_OFFLINE_STEPS
+  assert 8 <= report['offline_return'] <= 500
+  assert list(tmp_path.iterdir()) == []  # No plot without a comparison.
 
 
 def test_seed_sac_table_from_a_halfcheetah_shaped_directory(

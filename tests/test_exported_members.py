@@ -26,6 +26,8 @@ EXPORTED = [
     'NStepTransition',
     'load',
     'push_shards',
+    'mixed_replay',
+    'mixed_replay_tables',
     'RldsReverbError',
     'StepSpecError',
     'SignatureMismatchError',
@@ -36,6 +38,7 @@ EXPORTED = [
     'SourceError',
     'DatasetNotPreparedError',
     'ShardsFailedError',
+    'MixedReplayError',
 ]
 
 DROP_INS = ['get_rlds_step_features', 'create_trajectory_data_spec',
@@ -44,7 +47,8 @@ DROP_INS = ['get_rlds_step_features', 'create_trajectory_data_spec',
 ERRORS = ['RldsReverbError', 'StepSpecError', 'SignatureMismatchError',
           'ColumnMismatchError',
           'ReverbTimeoutError', 'ServerUnavailableError', 'TableNotFoundError',
-          'SourceError', 'DatasetNotPreparedError', 'ShardsFailedError']
+          'SourceError', 'DatasetNotPreparedError', 'ShardsFailedError',
+          'MixedReplayError']
 
 
 def test_all_is_pinned():
