@@ -13,6 +13,7 @@ from typing import Any, List
 
 from rlds_reverb.errors import ColumnMismatchError
 from rlds_reverb.errors import DatasetNotPreparedError
+from rlds_reverb.errors import MixedReplayError
 from rlds_reverb.errors import ReverbTimeoutError
 from rlds_reverb.errors import RldsReverbError
 from rlds_reverb.errors import ServerUnavailableError
@@ -39,7 +40,6 @@ _LAZY = {
     'push_shards': 'rlds_reverb.parallel',
     'mixed_replay': 'rlds_reverb.mixed',
     'mixed_replay_tables': 'rlds_reverb.mixed',
-    'MixedReplayError': 'rlds_reverb.mixed',
 }
 
 __all__ = [

@@ -52,3 +52,7 @@ class ResumeStateError(RldsReverbError, ValueError):
 
 class ShardsFailedError(RldsReverbError):
   """One or more processes of a sharded push failed; says which and why."""
+
+
+class MixedReplayError(RldsReverbError, ValueError):
+  """A mixed replay cannot be built: bad fraction, tables that do not fit."""

@@ -38,7 +38,7 @@ import reverb
 import tensorflow as tf
 from tf_agents.replay_buffers import reverb_replay_buffer
 
-from rlds_reverb.errors import RldsReverbError
+from rlds_reverb.errors import MixedReplayError
 from rlds_reverb.specs import paths
 from rlds_reverb.write import server as server_lib
 
@@ -48,10 +48,6 @@ Schedule = Callable[[int], float]
 DEFAULT_TIMEOUT_S = 30.0
 # Big enough never to evict RLDS data; Reverb allocates per item, not up front.
 OFFLINE_MAX_SIZE = 2**31 - 1
-
-
-class MixedReplayError(RldsReverbError, ValueError):
-  """A mixed replay cannot be built: bad fraction, tables that do not fit."""
 
 
 def mixed_replay(offline: ReplayLike, online: ReplayLike,
