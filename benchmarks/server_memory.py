@@ -61,7 +61,7 @@ SIZES = {  # shape: (episodes, steps per episode)
 SWEEPS = {
     'vector': [{'': 2}, {'': 8}, {'': 16}, {'': 32}],
     'image': [{'observation/pixels': 1}, {'observation/pixels': 2},
-              {'observation/pixels': 4}, {'observation/pixels': 8}],
+              {'observation/pixels': 4}],
     'embedding': [{'observation/embedding': 1}, {'observation/embedding': 2},
                   {'observation/embedding': 4}, {'observation/embedding': 8},
                   {'observation/embedding': 32}],
