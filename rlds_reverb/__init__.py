@@ -1,18 +1,21 @@
 """rlds_reverb: RLDS datasets to TF-Agents trajectories in Reverb tables.
 
 A drop-in for `tf_agents.replay_buffers.rlds_to_reverb` (the first four names)
-plus a push API that needs no TF-Agents observer, n-step transitions, and
-RLDS sources.
+plus a checked push that needs no TF-Agents observer, n-step transitions,
+RLDS sources, and pushes in several processes.
 
-Names load lazily (PEP 562): `import rlds_reverb` does not import TensorFlow,
-so the command line can silence it before it starts.
+Names load lazily (PEP 562): `import rlds_reverb` imports neither TensorFlow
+nor Beam, so the command line can silence TensorFlow before it starts.
 """
 
 import importlib
 from typing import Any, List
 
 from rlds_reverb.errors import ColumnMismatchError
+from rlds_reverb.errors import DataReadError
 from rlds_reverb.errors import DatasetNotPreparedError
+from rlds_reverb.errors import MalformedEpisodeError
+from rlds_reverb.errors import ResumeStateError
 from rlds_reverb.errors import ReverbTimeoutError
 from rlds_reverb.errors import RldsReverbError
 from rlds_reverb.errors import ServerUnavailableError
@@ -28,8 +31,11 @@ _LAZY = {
     'create_trajectory_data_spec': 'rlds_reverb.specs',
     'convert_rlds_to_trajectories': 'rlds_reverb.convert',
     'push_rlds_to_reverb': 'rlds_reverb.write',
-    'push': 'rlds_reverb.write',
+    'push': 'rlds_reverb.checked_push',
+    'OnInvalid': 'rlds_reverb.checked_push',
+    'CapacityWarning': 'rlds_reverb.checked_push',
     'PushResult': 'rlds_reverb.write',
+    'SkippedEpisode': 'rlds_reverb.write',
     'EndOfEpisode': 'rlds_reverb.write',
     'push_nstep_transitions': 'rlds_reverb.write',
     'convert_rlds_to_nstep_transitions': 'rlds_reverb.convert',
@@ -45,7 +51,10 @@ __all__ = [
     'convert_rlds_to_trajectories',
     'push_rlds_to_reverb',
     'push',
+    'OnInvalid',
+    'CapacityWarning',
     'PushResult',
+    'SkippedEpisode',
     'EndOfEpisode',
     'push_nstep_transitions',
     'convert_rlds_to_nstep_transitions',
@@ -63,11 +72,14 @@ __all__ = [
     'SourceError',
     'DatasetNotPreparedError',
     'ShardsFailedError',
+    'MalformedEpisodeError',
+    'DataReadError',
+    'ResumeStateError',
 ]
 
 
 _SUBPACKAGES = ('convert', 'specs', 'write', 'sources', 'cli', 'validation',
-                'stats', 'parallel', 'resume')
+                'stats', 'parallel', 'resume', 'checked_push')
 
 
 def __getattr__(name: str) -> Any:

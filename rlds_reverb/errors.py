@@ -52,3 +52,11 @@ class ResumeStateError(RldsReverbError, ValueError):
 
 class ShardsFailedError(RldsReverbError):
   """One or more processes of a sharded push failed; says which and why."""
+
+
+class MalformedEpisodeError(RldsReverbError, ValueError):
+  """An episode breaks the converter's rules; raised before it is written."""
+
+
+class DataReadError(RldsReverbError):
+  """Reading the data ahead of a push failed (a corrupt record): nothing written."""

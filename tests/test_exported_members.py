@@ -18,7 +18,10 @@ EXPORTED = [
     'convert_rlds_to_trajectories',
     'push_rlds_to_reverb',
     'push',
+    'OnInvalid',
+    'CapacityWarning',
     'PushResult',
+    'SkippedEpisode',
     'EndOfEpisode',
     'push_nstep_transitions',
     'convert_rlds_to_nstep_transitions',
@@ -36,6 +39,9 @@ EXPORTED = [
     'SourceError',
     'DatasetNotPreparedError',
     'ShardsFailedError',
+    'MalformedEpisodeError',
+    'DataReadError',
+    'ResumeStateError',
 ]
 
 DROP_INS = ['get_rlds_step_features', 'create_trajectory_data_spec',
@@ -44,7 +50,8 @@ DROP_INS = ['get_rlds_step_features', 'create_trajectory_data_spec',
 ERRORS = ['RldsReverbError', 'StepSpecError', 'SignatureMismatchError',
           'ColumnMismatchError',
           'ReverbTimeoutError', 'ServerUnavailableError', 'TableNotFoundError',
-          'SourceError', 'DatasetNotPreparedError', 'ShardsFailedError']
+          'SourceError', 'DatasetNotPreparedError', 'ShardsFailedError',
+          'MalformedEpisodeError', 'DataReadError', 'ResumeStateError']
 
 
 def test_all_is_pinned():
@@ -112,6 +119,7 @@ def test_subpackages_load_on_attribute_access():
   """The lazy package still gives `rlds_reverb.specs`, etc., without imports."""
   code = ('import rlds_reverb, sys; '
           'assert "tensorflow" not in sys.modules; '
+          'assert "apache_beam" not in sys.modules; '
           'print(rlds_reverb.specs.table_signature.__name__, '
           'rlds_reverb.convert.trajectory_blocks.__name__)')
   result = subprocess.run([sys.executable, '-c', code], capture_output=True,
