@@ -2,7 +2,8 @@
 
 A drop-in for `tf_agents.replay_buffers.rlds_to_reverb` (the first four names)
 plus a checked push that needs no TF-Agents observer, n-step transitions,
-RLDS sources, and pushes in several processes.
+RLDS sources, and pushes in several processes. Apache Beam transforms are in
+`rlds_reverb.beam` (needs `pip install "rlds_reverb[beam]"`).
 
 Names load lazily (PEP 562): `import rlds_reverb` imports neither TensorFlow
 nor Beam, so the command line can silence TensorFlow before it starts.
@@ -15,6 +16,7 @@ from rlds_reverb.errors import ColumnMismatchError
 from rlds_reverb.errors import DataReadError
 from rlds_reverb.errors import DatasetNotPreparedError
 from rlds_reverb.errors import MalformedEpisodeError
+from rlds_reverb.errors import PipelineFailedError
 from rlds_reverb.errors import ResumeStateError
 from rlds_reverb.errors import ReverbTimeoutError
 from rlds_reverb.errors import RldsReverbError
@@ -75,11 +77,12 @@ __all__ = [
     'MalformedEpisodeError',
     'DataReadError',
     'ResumeStateError',
+    'PipelineFailedError',
 ]
 
 
 _SUBPACKAGES = ('convert', 'specs', 'write', 'sources', 'cli', 'validation',
-                'stats', 'parallel', 'resume', 'checked_push')
+                'stats', 'parallel', 'resume', 'checked_push', 'beam')
 
 
 def __getattr__(name: str) -> Any:

@@ -60,3 +60,7 @@ class MalformedEpisodeError(RldsReverbError, ValueError):
 
 class DataReadError(RldsReverbError):
   """Reading the data ahead of a push failed (a corrupt record): nothing written."""
+
+
+class PipelineFailedError(RldsReverbError):
+  """A Beam pipeline failed; names the runner and the first error a worker hit."""

@@ -42,6 +42,7 @@ EXPORTED = [
     'MalformedEpisodeError',
     'DataReadError',
     'ResumeStateError',
+    'PipelineFailedError',
 ]
 
 DROP_INS = ['get_rlds_step_features', 'create_trajectory_data_spec',
@@ -51,7 +52,8 @@ ERRORS = ['RldsReverbError', 'StepSpecError', 'SignatureMismatchError',
           'ColumnMismatchError',
           'ReverbTimeoutError', 'ServerUnavailableError', 'TableNotFoundError',
           'SourceError', 'DatasetNotPreparedError', 'ShardsFailedError',
-          'MalformedEpisodeError', 'DataReadError', 'ResumeStateError']
+          'MalformedEpisodeError', 'DataReadError', 'ResumeStateError',
+          'PipelineFailedError']
 
 
 def test_all_is_pinned():

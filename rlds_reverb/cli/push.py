@@ -4,6 +4,7 @@
                     check() -> notes: capacity warnings, skipped, resumed
                     write() -> a progress bar, confirmed counts
               --> --workers N: parallel.run_shards, the same push per shard
+              --> --runner R: rlds_reverb.beam.push, a Beam pipeline
               --> a summary line or one JSON object
 
 The checks and the push are the library's (`rlds_reverb.checked_push`); this
@@ -32,6 +33,9 @@ examples:
   rlds-reverb push --dataset DIR --server localhost:8000 --table replay \\
       --workers 2
   rlds-reverb push --dataset DIR --server localhost:8000 --table replay \\
+      --runner DirectRunner --beam-option direct_num_workers=2 \\
+      --beam-option direct_running_mode=multi_processing
+  rlds-reverb push --dataset DIR --server localhost:8000 --table replay \\
       --chunk-length 16 --chunk-length observation/pixels=2
 
 The table(s) must exist; a signed table must have the signature
@@ -44,6 +48,9 @@ stores the items (memory, sampling speed), never the items themselves.
 With '--resume FILE', progress is saved after
 each confirmation; the same command run again continues where the server
 last confirmed, writing at most the episodes in flight again.
+'--runner' runs the push as an Apache Beam pipeline (pip install
+"rlds_reverb[beam]"): each episode is checked as it is read, episode I goes
+to the I % S-th '--server', and a retried bundle may be written twice.
 exit status: 0 every item confirmed, 1 failure, 2 bad usage or input.
 """
 
@@ -55,8 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   options.add_dataset_arguments(parser)
   parser.add_argument('--server', required=True, action='append',
                       metavar='HOST:PORT',
-                      help=('the Reverb server; repeat with --workers to '
-                            'spread the shards over several'))
+                      help=('the Reverb server; repeat with --workers or '
+                            '--runner to spread the data over several'))
   parser.add_argument('--table', required=True, action='append',
                       help='a table to write to; repeat for several')
   parser.add_argument('--sequence-length', type=options.positive_int, default=2,
@@ -90,11 +97,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help=('save progress there after each confirmation and '
                             'continue from it when run again (with --workers, '
                             'one file per shard: STATE.I-of-N.json)'))
+  parser.add_argument('--runner', default=None, metavar='RUNNER',
+                      help=('run on Apache Beam with this runner '
+                            '(DirectRunner, DataflowRunner, FlinkRunner, ...)'))
+  parser.add_argument('--beam-option', action='append', default=[],
+                      type=options.key_value, metavar='KEY=VALUE',
+                      help=('a Beam pipeline option for --runner, as '
+                            '--KEY=VALUE; repeat'))
   options.add_json_flag(parser, 'the counts')
 
 
 def run(args: argparse.Namespace) -> int:
   check_usage(args)
+  if args.runner:
+    from rlds_reverb.cli import runner  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+    return runner.run(args)
   if args.workers > 1:
     from rlds_reverb.cli import workers  # pylint: disable=g-import-not-at-top,import-outside-toplevel
     return workers.run(args)
@@ -108,9 +125,15 @@ def check_usage(args: argparse.Namespace) -> None:
       (args.timeout <= 0, f'--timeout must be > 0, got {args.timeout:g}'),
       (args.workers > 1 and args.shard is not None,
        '--workers runs the shards itself; drop --shard'),
-      (len(args.server) > 1 and args.workers == 1,
-       'several --server need --workers, which spreads the shards over '
-       'them'),
+      (bool(args.runner) and (args.workers > 1 or args.shard is not None),
+       '--runner splits the data itself; drop --workers and --shard'),
+      (bool(args.runner) and bool(args.resume),
+       '--runner retries failed bundles instead of resuming; drop --resume'),
+      (bool(args.beam_option) and not args.runner,
+       '--beam-option needs --runner'),
+      (len(args.server) > 1 and not (args.runner or args.workers > 1),
+       'several --server need --workers or --runner, which spread the data '
+       'over them'),
   ]
   for failed, message in problems:
     if failed:
