@@ -111,6 +111,7 @@ def _key(element):
 
 @pytest.mark.parametrize('split, per_file, parts, episodes', [
     ('train', 1, NUM_FILES, slice(None)),
+    ('train', None, read.MIN_PARTS, slice(None)),
     ('train', 3, 3 * NUM_FILES, slice(None)),
     ('train[2:14]', 2, 2 * NUM_FILES, slice(2, 14)),
 ])

@@ -36,7 +36,8 @@ def push(src: Union[str, Sequence[str]], server: Union[str, Sequence[str]],
          tables: Union[str, Sequence[str]], *, split: str = 'train',
          data_dir: Optional[str] = None, runner: str = 'DirectRunner',
          options: Sequence[Tuple[str, str]] = (), on_invalid: str = 'raise',
-         parts_per_file: int = 1, **push_options) -> PushResult:
+         parts_per_file: Optional[int] = None,
+         **push_options) -> PushResult:
   """Pushes `src` with a Beam pipeline on `runner`; the counters' sums.
 
   Args:

@@ -8,7 +8,8 @@
 
 A part reads its file from the start, skipping (not parsing) the records
 before its range: `parts_per_file=k` reads within files in parallel at the
-cost of reading each file's head up to k times. `position` is the episode's
+cost of reading each file's head up to k times. By default a split of few
+files is cut into at least `MIN_PARTS` parts, so that workers share it. `position` is the episode's
 place in `rlds_reverb.load(SRC, split)`'s order, so errors, the skipped list
 and server assignment name episodes as every other entry point does.
 
@@ -33,6 +34,8 @@ from rlds_reverb.convert import episodes as episodes_lib
 from rlds_reverb.specs import fields
 
 Episode = Tuple[int, Dict[str, Any]]  # (position, numpy episode)
+# Parts a split is cut into at least, by default (files allowing).
+MIN_PARTS = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,16 +60,18 @@ class ReadEpisodes(beam.PTransform):
       bundled dataset, or a list of them (read in order).
     split: a TFDS split, optionally sliced ('train[:10%]').
     data_dir: where catalog datasets are prepared.
-    parts_per_file: ranges each record file is split into, read in parallel.
+    parts_per_file: ranges each record file is split into, read in
+      parallel; None: enough for `MIN_PARTS` parts in all.
 
   `step_spec` is the data's step spec (for `WriteToReverb`). Raises
   `SourceError`, `DatasetNotPreparedError` or `StepSpecError` when built.
   """
 
   def __init__(self, src: Union[str, Sequence[str]], split: str = 'train',
-               data_dir: Optional[str] = None, *, parts_per_file: int = 1):
+               data_dir: Optional[str] = None, *,
+               parts_per_file: Optional[int] = None):
     super().__init__()
-    if parts_per_file < 1:
+    if parts_per_file is not None and parts_per_file < 1:
       raise ValueError(f'parts_per_file must be >= 1, got {parts_per_file}.')
     self.step_spec = specs.steps_spec(sources.load(src, split, data_dir))
     self.parts = plan_parts(src, split, data_dir, parts_per_file)
@@ -78,8 +83,11 @@ class ReadEpisodes(beam.PTransform):
 
 
 def plan_parts(src, split: str = 'train', data_dir: Optional[str] = None,
-               parts_per_file: int = 1) -> List[Part]:
+               parts_per_file: Optional[int] = None) -> List[Part]:
   """The parts of `split` of each source, in read order; reads no records."""
+  if parts_per_file is None:
+    files = len(plan_parts(src, split, data_dir, 1))
+    parts_per_file = -(-MIN_PARTS // max(files, 1))
   parts, position = [], 0
   for source, builder in sources.builders(src, data_dir):
     instructions = tfds.core.ReadInstruction.from_spec(split).to_absolute(
