@@ -27,7 +27,7 @@ import dataclasses
 import enum
 import functools
 import warnings
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
@@ -132,8 +132,6 @@ class Source:
 class Plan:
   """What the checks found, before anything was written."""
   skipped: Tuple[SkippedEpisode, ...]
-  # Positions of the episodes to write, in order; None if not read ahead.
-  kept: Optional[Tuple[int, ...]]
   # Steps still to write (after those confirmed before); None if not known.
   steps: Optional[int]
   warnings: Tuple[str, ...]
@@ -256,21 +254,23 @@ class CheckedPush:
     self._infos = write_push.check_tables(self._client, self._tables, spec,
                                           self._settings.timeout)
     if self._on_invalid is OnInvalid.STOP:
-      self._plan = Plan((), None, None, (), self._state(None))
-      return self._plan
-    report = self._read_ahead()
+      self._plan = Plan((), None, (), self._state(None))
+    else:
+      self._plan = self._plan_from(self._read_ahead())
+    return self._plan
+
+  def _plan_from(self, report: validation.Report) -> Plan:
+    """What to leave out and write, and what to warn of, from a read-ahead."""
     skipped = self._skipped(report)
     left_out = {episode.position for episode in skipped}
-    kept = tuple(i for i in range(report.episodes) if i not in left_out)
+    kept = [i for i in range(report.episodes) if i not in left_out]
     state = self._state(len(kept))
     to_write = kept[state.confirmed_episodes:]
     item_plan = self._settings.item_plan()
     items = sum(len(item_plan.plan(report.lengths[i]).item_ends)
                 for i in to_write)
-    self._plan = Plan(
-        skipped, kept, sum(report.lengths[i] for i in to_write),
-        tuple(capacity.warnings_for(self._infos, items)), state)
-    return self._plan
+    return Plan(skipped, sum(report.lengths[i] for i in to_write),
+                tuple(capacity.warnings_for(self._infos, items)), state)
 
   def write(self, on_confirmed: Optional[Callable[[Any], None]] = None
             ) -> PushResult:
@@ -283,8 +283,9 @@ class CheckedPush:
       return PushResult(0, 0, 0, 0.0, len(plan.skipped), **found)
     recorder = (resume_lib.Recorder(self._resume, plan.state)
                 if self._resume else None)
-    callbacks = [c for c in (on_confirmed, recorder and recorder.on_confirmed)
-                 if c is not None]
+    callbacks = [] if on_confirmed is None else [on_confirmed]
+    if recorder is not None:
+      callbacks.append(recorder.on_confirmed)
     remaining = validation.without_episodes(
         self._data, [episode.position for episode in plan.skipped]).skip(done)
     try:
@@ -403,12 +404,6 @@ def skip_reason(position: int, episode: Dict[str, Any],
   if not (problems or flagged or empty):
     return None
   return skipped_episode(position, problems[0] if problems else None, flagged)
-
-
-def malformed(skipped: Sequence[SkippedEpisode]) -> List[SkippedEpisode]:
-  """The skipped episodes that were malformed (not flagged, not empty)."""
-  return [episode for episode in skipped
-          if episode.kind not in (FLAGGED, EMPTY)]
 
 
 def _call_each(callbacks, progress) -> None:

@@ -55,12 +55,6 @@ class SkippedEpisode:
   step: Optional[int] = None  # The first malformed step, for problems.
   shard: Optional[str] = None  # 'I/N' when `push_shards` pushed it.
 
-  def describe(self) -> str:
-    """'episode 4 step 0 (episode_not_first)', 'shard 1/2 episode 3 (empty)'."""
-    shard = f'shard {self.shard} ' if self.shard else ''
-    step = '' if self.step is None else f' step {self.step}'
-    return f'{shard}episode {self.position}{step} ({self.kind})'
-
 
 @dataclasses.dataclass(frozen=True)
 class PushResult:
