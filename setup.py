@@ -32,6 +32,9 @@ setuptools.setup(
         'test': ['pytest>=7', 'matplotlib>=3.7,<3.10'],
         'plot': ['matplotlib>=3.7,<3.10'],
         'record': ['envlogger==1.2'],
+        # rlds_reverb.beam and `push --runner`. Resolved with the pins above;
+        # alone on top, pip once moved protobuf to 6, which breaks TF 2.15.
+        'beam': ['apache-beam==2.77.0', 'protobuf>=3.20.3,<5'],
     },
     include_package_data=True,
     package_data={'rlds_reverb': ['data/**/*']},

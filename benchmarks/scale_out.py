@@ -1,4 +1,4 @@
-"""Push throughput of 1 vs 2 worker processes into one Reverb server.
+"""Push throughput of one push, 2 worker processes and Beam's DirectRunner.
 
     python benchmarks/scale_out.py [--episodes 48] [--repeats 3]
 
@@ -7,13 +7,19 @@ halfcheetah shapes (observation float32[17], action float32[6]). The server
 runs in its own process with one table signed for the data, as
 `rlds-reverb serve` would; each round runs, in turn,
 
-    rlds-reverb push --dataset DIR --server ADDR --table bench [--workers 2]
+    rlds-reverb push --dataset DIR --server ADDR --table bench
+    rlds-reverb push ... --workers 2
+    rlds-reverb push ... --runner DirectRunner \
+        --beam-option direct_num_workers=2 \
+        --beam-option direct_running_mode=multi_processing
 
-as a user would (process start, reading the data once to check it, pushing),
-after emptying the table, and checks the table holds every item. Reported,
-medians over rounds:
+as a user would (process start, reading the data, pushing), after emptying
+the table, and checks the table holds every item. (The Beam row needs
+`pip install ".[beam]"`; without Beam it is left out.) Reported, medians
+over rounds:
   * wall: the whole command, steps/s = steps / wall;
-  * push: the push phase (the longest worker's), steps/s = steps / push;
+  * push: the push phase (the longest worker's; on Beam, the pipeline's run,
+    worker starts included), steps/s = steps / push;
   * server CPU per item: the server process's user+system CPU time over the
     run divided by the items written, to size servers for bigger loads;
   * loader CPU per step: the push command's processes' user+system CPU time
@@ -28,6 +34,7 @@ fresh server process.
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import resource
@@ -132,11 +139,19 @@ def memory_per_item(dataset: str, writer: str, num_episodes: int) -> float:
       server.wait(timeout=60)
 
 
-def run_push(dataset: str, address: str, workers: int):
+# How each row runs the push: options after the common ones.
+MODES = {
+    'one push': [],
+    '--workers 2': ['--workers', '2'],
+    'DirectRunner, 2 workers': [
+        '--runner', 'DirectRunner', '--beam-option', 'direct_num_workers=2',
+        '--beam-option', 'direct_running_mode=multi_processing'],
+}
+
+
+def run_push(dataset: str, address: str, mode: str):
   command = [sys.executable, '-m', 'rlds_reverb', 'push', '--dataset', dataset,
-             '--server', address, '--table', TABLE, '--json']
-  if workers > 1:
-    command += ['--workers', str(workers)]
+             '--server', address, '--table', TABLE, '--json', *MODES[mode]]
   cpu_before = _children_cpu_seconds()
   start = time.perf_counter()
   result = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -168,18 +183,20 @@ def main() -> None:
       address = f'localhost:{int(server.stdout.readline())}'
       client = reverb.Client(address)
       rss_at_start, rss_per_item = rss_bytes(server.pid), None
-      runs = {1: [], 2: []}
+      runs = {mode: [] for mode in MODES
+              if 'Runner' not in mode or importlib.util.find_spec(
+                  'apache_beam')}
       for _ in range(args.repeats):
-        for workers in runs:
+        for mode in runs:
           client.reset(TABLE)
           cpu_before = cpu_seconds(server.pid)
-          wall, loader_cpu, summary = run_push(dataset, address, workers)
+          wall, loader_cpu, summary = run_push(dataset, address, mode)
           server_cpu = cpu_seconds(server.pid) - cpu_before
           size = client.server_info(timeout=30)[TABLE].current_size
           if size != summary['items']:
             raise RuntimeError(f'table has {size} items, push confirmed '
                                f'{summary["items"]}')
-          runs[workers].append((wall, summary['seconds'], server_cpu,
+          runs[mode].append((wall, summary['seconds'], server_cpu,
                                 summary['trajectories'], summary['items'],
                                 loader_cpu))
           if rss_per_item is None:
@@ -199,20 +216,23 @@ def main() -> None:
   print(f'data: {args.episodes} episodes x {STEPS} steps; median of '
         f'{args.repeats} rounds')
   rates = {}
-  print(f'{"workers":>8} {"wall s":>8} {"steps/s":>9} {"push s":>8} '
+  print(f'{"run":>24} {"wall s":>8} {"steps/s":>9} {"push s":>8} '
         f'{"steps/s":>9} {"server CPU us/item":>19} {"loader CPU us/step":>19}')
-  for workers, samples in runs.items():
+  for mode, samples in runs.items():
     wall = statistics.median(s[0] for s in samples)
     push = statistics.median(s[1] for s in samples)
     cpu_per_item = statistics.median(s[2] / s[4] for s in samples) * 1e6
     loader_per_step = statistics.median(s[5] / s[3] for s in samples) * 1e6
     steps = samples[0][3]
-    rates[workers] = (steps / wall, steps / push)
-    print(f'{workers:>8} {wall:>8.2f} {steps / wall:>9,.0f} {push:>8.2f} '
+    rates[mode] = (steps / wall, steps / push)
+    print(f'{mode:>24} {wall:>8.2f} {steps / wall:>9,.0f} {push:>8.2f} '
           f'{steps / push:>9,.0f} {cpu_per_item:>19.1f} '
           f'{loader_per_step:>19.1f}')
-  print(f'2 vs 1 workers: {rates[2][0] / rates[1][0]:.2f}x by wall, '
-        f'{rates[2][1] / rates[1][1]:.2f}x in the push phase')
+  one = rates['one push']
+  for mode, (by_wall, by_push) in rates.items():
+    if mode != 'one push':
+      print(f'{mode} vs one push: {by_wall / one[0]:.2f}x by wall, '
+            f'{by_push / one[1]:.2f}x in the push phase')
   print(f'server memory with the table full: {rss_per_item:.0f} bytes/item; '
         f'checkpoint of {items:,} items: {checkpoint_s:.2f} s, '
         f'{checkpoint_per_item:.0f} bytes/item on disk')

@@ -1,19 +1,25 @@
 """rlds_reverb: RLDS datasets to TF-Agents trajectories in Reverb tables.
 
 A drop-in for `tf_agents.replay_buffers.rlds_to_reverb` (the first four names)
-plus a push API that needs no TF-Agents observer, n-step transitions, RLDS
-sources, and mixed offline/online replay for offline-to-online training.
+plus a checked push that needs no TF-Agents observer, n-step transitions,
+RLDS sources, pushes in several processes, and mixed offline/online replay
+for offline-to-online training. Apache Beam transforms are in
+`rlds_reverb.beam` (needs `pip install "rlds_reverb[beam]"`).
 
-Names load lazily (PEP 562): `import rlds_reverb` does not import TensorFlow,
-so the command line can silence it before it starts.
+Names load lazily (PEP 562): `import rlds_reverb` imports neither TensorFlow
+nor Beam, so the command line can silence TensorFlow before it starts.
 """
 
 import importlib
 from typing import Any, List
 
 from rlds_reverb.errors import ColumnMismatchError
+from rlds_reverb.errors import DataReadError
 from rlds_reverb.errors import DatasetNotPreparedError
+from rlds_reverb.errors import MalformedEpisodeError
 from rlds_reverb.errors import MixedReplayError
+from rlds_reverb.errors import PipelineFailedError
+from rlds_reverb.errors import ResumeStateError
 from rlds_reverb.errors import ReverbTimeoutError
 from rlds_reverb.errors import RldsReverbError
 from rlds_reverb.errors import ServerUnavailableError
@@ -29,8 +35,11 @@ _LAZY = {
     'create_trajectory_data_spec': 'rlds_reverb.specs',
     'convert_rlds_to_trajectories': 'rlds_reverb.convert',
     'push_rlds_to_reverb': 'rlds_reverb.write',
-    'push': 'rlds_reverb.write',
+    'push': 'rlds_reverb.checked_push',
+    'OnInvalid': 'rlds_reverb.checked_push',
+    'CapacityWarning': 'rlds_reverb.checked_push',
     'PushResult': 'rlds_reverb.write',
+    'SkippedEpisode': 'rlds_reverb.write',
     'EndOfEpisode': 'rlds_reverb.write',
     'push_nstep_transitions': 'rlds_reverb.write',
     'convert_rlds_to_nstep_transitions': 'rlds_reverb.convert',
@@ -48,7 +57,10 @@ __all__ = [
     'convert_rlds_to_trajectories',
     'push_rlds_to_reverb',
     'push',
+    'OnInvalid',
+    'CapacityWarning',
     'PushResult',
+    'SkippedEpisode',
     'EndOfEpisode',
     'push_nstep_transitions',
     'convert_rlds_to_nstep_transitions',
@@ -68,12 +80,16 @@ __all__ = [
     'SourceError',
     'DatasetNotPreparedError',
     'ShardsFailedError',
+    'MalformedEpisodeError',
+    'DataReadError',
+    'ResumeStateError',
+    'PipelineFailedError',
     'MixedReplayError',
 ]
 
 
 _SUBPACKAGES = ('convert', 'specs', 'write', 'sources', 'cli', 'validation',
-                'stats', 'parallel', 'resume')
+                'stats', 'parallel', 'resume', 'checked_push', 'beam')
 
 
 def __getattr__(name: str) -> Any:

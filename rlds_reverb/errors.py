@@ -54,5 +54,17 @@ class ShardsFailedError(RldsReverbError):
   """One or more processes of a sharded push failed; says which and why."""
 
 
+class MalformedEpisodeError(RldsReverbError, ValueError):
+  """An episode breaks the converter's rules; raised before it is written."""
+
+
+class DataReadError(RldsReverbError):
+  """Reading the data ahead of a push failed (a corrupt record): nothing written."""
+
+
+class PipelineFailedError(RldsReverbError):
+  """A Beam pipeline failed; names the runner and the first error a worker hit."""
+
+
 class MixedReplayError(RldsReverbError, ValueError):
   """A mixed replay cannot be built: bad fraction, tables that do not fit."""

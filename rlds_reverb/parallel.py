@@ -1,88 +1,162 @@
-"""A push split over local processes, one shard each, into the same server.
+"""A push split over local processes, one shard each: `push_shards`, `--workers`.
 
     push_shards(source, 'host:port', 'replay', workers=N)
-      -> N spawned processes: load(source, shard=(i, N)) -> push(...)
-      -> one PushResult, the sum of theirs
+      -> N spawned processes; process i runs the checked push of shard i/N
+         (`checked_push.push_source`, what `rlds-reverb push --shard i/N`
+         runs), into server i % S when given S servers
+      -> one PushResult, the sum of theirs; or ShardsFailedError naming each
+         failed shard, after every shard ran to its end
 
-The Python form of `rlds-reverb push --workers N`. Each process has its own
-interpreter, TensorFlow and Reverb writer (threads would share one GIL), so
-it takes a source that can be opened again by name (what `load` accepts),
-not a `tf.data.Dataset`. For a dataset you build yourself, run `push` in your
-own processes on `rlds_data.shard(N, i)` (every process then reads all
-episodes and keeps every N-th: N reads of the data instead of one).
-Processes are spawned, so a script calling this needs the usual
-`if __name__ == '__main__':` guard.
+Each process has its own interpreter, TensorFlow and Reverb writer (threads
+would share one GIL), so it takes a source that can be opened again by name
+(what `load` accepts), not a `tf.data.Dataset`. For a dataset you build
+yourself, run `push` in your own processes on `rlds_data.shard(N, i)` (every
+process then reads all episodes and keeps every N-th: N reads of the data
+instead of one). Processes are spawned, so a script calling this needs the
+usual `if __name__ == '__main__':` guard.
+
+A pool of plain processes, not Beam's DirectRunner: it needs no Beam, starts
+no pipeline, and keeps a resume file per shard. The parent imports neither
+TensorFlow nor Reverb (workers send back plain dicts), so it takes no CPU
+from the workers while they start.
 """
 
 import concurrent.futures
 import dataclasses
 import multiprocessing
 import time
-from typing import Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
+from rlds_reverb import resume as resume_lib
+from rlds_reverb import wording
 from rlds_reverb.errors import ShardsFailedError
 
+# The counts of a `PushResult` that add up over shards.
+SUMMED = ('episodes', 'trajectories', 'items', 'skipped_episodes',
+          'skipped_trajectories', 'resumed_after_episodes')
 
-def push_shards(dataset: Union[str, Sequence[str]], server: str,
+
+@dataclasses.dataclass(frozen=True)
+class ShardOutcome:
+  """One shard's process: its `PushResult` as a dict, or its error."""
+  shard: str  # 'I/N'
+  result: Optional[Dict[str, Any]] = None
+  error: Optional[str] = None  # The error's message, one line.
+  error_type: Optional[str] = None
+  notes: Tuple[str, ...] = ()  # The error's notes (PEP 678), a line each.
+
+
+def push_shards(dataset: Union[str, Sequence[str]],
+                server: Union[str, Sequence[str]],
                 tables: Union[str, Sequence[str]], *, workers: int,
                 split: str = 'train', data_dir: Optional[str] = None,
+                on_invalid: str = 'raise', resume: Optional[str] = None,
                 **push_options):
   """Pushes the `workers` shards of `dataset` at once; sums their results.
 
   Args:
     dataset: what `rlds_reverb.load` opens (directory, catalog name, ...).
-    server: 'host:port' (a `reverb.Client` cannot cross processes).
+    server: 'host:port' (a `reverb.Client` cannot cross processes), or
+      several: shard i goes to server i % len(server).
     tables: as for `push`.
     workers: number of processes and shards.
     split, data_dir: as for `load`.
-    **push_options: `push`'s keyword arguments (sequence_length, timeout...).
+    on_invalid: as for `push`, in each shard.
+    resume: as for `push`; shard i of N keeps its own file,
+      'STATE.json' -> 'STATE.i-of-N.json'.
+    **push_options: `push`'s item and timeout settings (sequence_length,
+      stride_length, priority, end_of_episode, timeout, chunk_length).
 
   Returns:
-    A `PushResult` whose counts are the sums over shards and whose `seconds`
-    is the wall time of the whole run.
+    A `PushResult` whose counts are the sums over shards, whose `seconds` is
+    the wall time of the whole run, and whose skipped episodes and warnings
+    name their shard.
 
   Raises:
     ShardsFailedError: some shard failed; names each, with its error, and
       what the others confirmed. The others ran to their end.
   """
+  from rlds_reverb.write.push import PushResult  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.write.push import SkippedEpisode  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  start = time.perf_counter()
+  outcomes = run_shards(dataset, server, tables, workers=workers, split=split,
+                        data_dir=data_dir, on_invalid=on_invalid,
+                        resume=resume, **push_options)
+  failed = [outcome for outcome in outcomes if outcome.result is None]
+  if failed:
+    done = [outcome.result for outcome in outcomes if outcome.result]
+    raise ShardsFailedError(
+        f'{len(failed)} of {workers} shards failed: '
+        f'{" | ".join(failure_text(o, with_type=True) for o in failed)} '
+        f'| the {wording.count(len(done), "other")} confirmed '
+        f'{wording.count(sum(r["episodes"] for r in done), "episode")}.')
+  total = summed(outcomes)
+  return PushResult(
+      seconds=time.perf_counter() - start,
+      **{name: total[name] for name in SUMMED},
+      skipped=tuple(SkippedEpisode(**episode) for episode in total['skipped']),
+      warnings=tuple(total['warnings']))
+
+
+def run_shards(dataset, server, tables, *, workers: int, split: str = 'train',
+               data_dir: Optional[str] = None, on_invalid: str = 'raise',
+               resume: Optional[str] = None,
+               **push_options) -> List[ShardOutcome]:
+  """Each shard's outcome, in shard order; every shard runs to its end.
+
+  Arguments as for `push_shards`; `push_options` must pickle (strings for
+  `end_of_episode` keep this process free of TensorFlow).
+  """
   if workers < 1:
     raise ValueError(f'workers must be >= 1, got {workers}.')
-  start = time.perf_counter()
+  servers = [server] if isinstance(server, str) else list(server)
   context = multiprocessing.get_context('spawn')
   with concurrent.futures.ProcessPoolExecutor(workers,
                                               mp_context=context) as pool:
-    futures = [pool.submit(_push_shard, dataset, split, data_dir,
-                           (index, workers), server, tables, push_options)
-               for index in range(workers)]
-    outcomes = [future.result() for future in futures]
-  results = [outcome for outcome in outcomes if not isinstance(outcome, str)]
-  failures = [f'shard {index}/{workers}: {outcome}'
-              for index, outcome in enumerate(outcomes)
-              if isinstance(outcome, str)]
-  if failures:
-    raise ShardsFailedError(
-        f'{len(failures)} of {workers} shards failed: {" | ".join(failures)} '
-        f'| the {len(results)} other(s) confirmed '
-        f'{sum(r.episodes for r in results)} episodes.')
-  return _sum(results, time.perf_counter() - start)
+    futures = [
+        pool.submit(_push_shard, dataset, split, data_dir, (index, workers),
+                    servers[index % len(servers)], tables, on_invalid,
+                    resume and resume_lib.shard_path(resume, index, workers),
+                    push_options)
+        for index in range(workers)]
+    return [future.result() for future in futures]
 
 
-def _push_shard(dataset, split, data_dir, shard, server, tables, push_options):
-  """In a worker: the shard's PushResult, or its error as one line."""
-  from rlds_reverb import sources  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  from rlds_reverb.write.push import push  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+def _push_shard(dataset, split, data_dir, shard, server, tables, on_invalid,
+                resume, push_options) -> ShardOutcome:
+  """In a worker: the shard's checked push; its error as one line."""
+  from rlds_reverb import checked_push  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  source = checked_push.Source(dataset, split, data_dir, shard)
   try:
-    rlds_data = sources.load(dataset, split=split, data_dir=data_dir,
-                             shard=shard)
-    return push(rlds_data, server, tables, **push_options)
+    result = checked_push.push_source(
+        source, server, tables, checked_push.Settings(**push_options),
+        on_invalid, resume)
   except Exception as e:  # pylint: disable=broad-except
-    parts = [f'{type(e).__name__}: {e}'] + list(getattr(e, '__notes__', ()))
-    return ' '.join(' '.join(part.split()) for part in parts)
+    return ShardOutcome(
+        source.shard_text(), error=_one_line(str(e)),
+        error_type=type(e).__name__,
+        notes=tuple(_one_line(note) for note in getattr(e, '__notes__', ())))
+  return ShardOutcome(source.shard_text(), result=dataclasses.asdict(result))
 
 
-def _sum(results, seconds: float):
-  from rlds_reverb.write.push import PushResult  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  counts = {field.name: sum(getattr(r, field.name) for r in results)
-            for field in dataclasses.fields(PushResult)
-            if field.name != 'seconds'}
-  return PushResult(seconds=seconds, **counts)
+def summed(outcomes: Sequence[ShardOutcome]) -> Dict[str, Any]:
+  """The counts of the shards that succeeded, added; skips and warnings
+  (as dicts and strings) name their shard."""
+  done = [o for o in outcomes if o.result is not None]
+  total = {name: sum(o.result[name] for o in done) for name in SUMMED}
+  total['skipped'] = [{**episode, 'shard': o.shard}
+                      for o in done for episode in o.result['skipped']]
+  total['warnings'] = [f'shard {o.shard}: {message}'
+                       for o in done for message in o.result['warnings']]
+  return total
+
+
+def failure_text(outcome: ShardOutcome, with_type: bool = False) -> str:
+  """'shard 0/2: <error>' (with the error's type if asked)."""
+  kind = f'{outcome.error_type}: ' if with_type else ''
+  return ' '.join([f'shard {outcome.shard}: {kind}{outcome.error}',
+                   *outcome.notes])
+
+
+def _one_line(text: str) -> str:
+  return ' '.join(text.split())

@@ -81,6 +81,17 @@ def shard_split(split: str, shard: Optional[Shard]):
   return tfds.even_splits(split, count)[index]
 
 
+def builders(dataset: Union[str, Sequence[str]],
+             data_dir: Optional[str] = None) -> List[Tuple[str, object]]:
+  """Each source of `dataset`, in order, with its TFDS builder (nothing read).
+
+  For readers that plan their own reads from the builders' split and shard
+  sizes (`rlds_reverb.beam`). Raises as `load`.
+  """
+  return [(source, _builder(source, data_dir)[0])
+          for source in _as_sources(dataset)]
+
+
 def bundled_dataset_dir() -> str:
   """The bundled CartPole TFDS directory, wherever the package is installed."""
   return str(importlib.resources.files('rlds_reverb') / 'data' / 'cartpole')

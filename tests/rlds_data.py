@@ -33,6 +33,15 @@ def flat_episode(num_steps: int, seed: int, terminal: bool = True,
   }
 
 
+def flat_episode_with(num_steps: int, seed: int, **flag_overrides) -> Episode:
+  """`flat_episode`, then flags set: is_terminal={1: True} (step: value)."""
+  episode = flat_episode(num_steps, seed)
+  for name, steps in flag_overrides.items():
+    for step, value in steps.items():
+      episode[name][step] = value
+  return episode
+
+
 def as_rlds(episodes: Sequence[Episode],
             metadata: Optional[List[Dict[str, object]]] = None
             ) -> tf.data.Dataset:

@@ -18,7 +18,10 @@ EXPORTED = [
     'convert_rlds_to_trajectories',
     'push_rlds_to_reverb',
     'push',
+    'OnInvalid',
+    'CapacityWarning',
     'PushResult',
+    'SkippedEpisode',
     'EndOfEpisode',
     'push_nstep_transitions',
     'convert_rlds_to_nstep_transitions',
@@ -38,6 +41,10 @@ EXPORTED = [
     'SourceError',
     'DatasetNotPreparedError',
     'ShardsFailedError',
+    'MalformedEpisodeError',
+    'DataReadError',
+    'ResumeStateError',
+    'PipelineFailedError',
     'MixedReplayError',
 ]
 
@@ -48,7 +55,8 @@ ERRORS = ['RldsReverbError', 'StepSpecError', 'SignatureMismatchError',
           'ColumnMismatchError',
           'ReverbTimeoutError', 'ServerUnavailableError', 'TableNotFoundError',
           'SourceError', 'DatasetNotPreparedError', 'ShardsFailedError',
-          'MixedReplayError']
+          'MalformedEpisodeError', 'DataReadError', 'ResumeStateError',
+          'PipelineFailedError', 'MixedReplayError']
 
 
 def test_all_is_pinned():
@@ -116,6 +124,7 @@ def test_subpackages_load_on_attribute_access():
   """The lazy package still gives `rlds_reverb.specs`, etc., without imports."""
   code = ('import rlds_reverb, sys; '
           'assert "tensorflow" not in sys.modules; '
+          'assert "apache_beam" not in sys.modules; '
           'print(rlds_reverb.specs.table_signature.__name__, '
           'rlds_reverb.convert.trajectory_blocks.__name__)')
   result = subprocess.run([sys.executable, '-c', code], capture_output=True,

@@ -187,7 +187,7 @@ def test_blocking_rate_limiter_warns_then_fails_after_timeout(
   assert info[table].current_size == headroom
 
 
-def _corrupt_second_record(version_dir: str) -> None:
+def corrupt_second_record(version_dir: str) -> None:
   [records] = pathlib.Path(version_dir).glob('*.tfrecord*')
   data = bytearray(records.read_bytes())
   middle = len(data) // 2
@@ -208,7 +208,7 @@ def _write_stepless(root) -> str:
 
 def test_bad_input_is_one_line_and_writes_nothing(dirs, tmp_path):
   corrupt = write_tfds(tmp_path / 'corrupt', 'clean_rlds', CLEAN)
-  _corrupt_second_record(corrupt)
+  corrupt_second_record(corrupt)
   cases = [  # (dataset, table, exit code, text in the error line)
       (str(tmp_path), 'replay', 2, 'is not a TFDS dataset directory'),
       (corrupt, 'replay', 1, 'nothing was written'),

@@ -689,8 +689,9 @@ def test_malformed_episode_keeps_confirmed_prefix(make_server, api):
   tfa_push(rlds_data.as_rlds(episodes[:2]),
            [trajectory_observer(client, 'tfa', 2, 1, 1, EOE.DROP)])
   with pytest.raises(tf.errors.InvalidArgumentError) as error:
-    if api == 'push':
-      rlds_reverb.push(data, client, 'ours', sequence_length=2)
+    if api == 'push':  # Read once, as TF-Agents does (checked push: 'raise').
+      rlds_reverb.push(data, client, 'ours', sequence_length=2,
+                       on_invalid='stop')
     else:
       rlds_reverb.push_rlds_to_reverb(data, trajectory_observer(
           client, 'ours', 2, 1, 1, EOE.DROP))

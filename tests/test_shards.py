@@ -124,3 +124,30 @@ def test_push_shards_from_python(dataset_dir, server):
                             workers=2)
   client = reverb.Client(reverb_tables.address(server))
   assert client.server_info(timeout=10)['a'].current_size == 0
+
+
+def test_push_shards_run_the_checked_push_into_each_server(tmp_path):
+  """Shard i into server i % 2; each shard skips its own bad episodes."""
+  from tests.test_cli import MIXED, MIXED_INVALID  # pylint: disable=g-import-not-at-top
+  directory = write_tfds(tmp_path, 'mixed_rlds', MIXED, MIXED_INVALID)
+  spec = rlds_reverb.create_trajectory_data_spec(rlds_reverb.load(directory))
+  servers = [reverb_tables.start_server(
+      [reverb_tables.fifo_table('a', specs.table_signature(spec))])
+             for _ in range(2)]
+  try:
+    result = rlds_reverb.push_shards(
+        directory, [reverb_tables.address(s) for s in servers], 'a',
+        workers=2, on_invalid='skip', resume=str(tmp_path / 'state.json'))
+    # Shard 0/2 holds episodes 0-2, shard 1/2 episodes 3-4 (as 0-1).
+    assert [(e.shard, e.position, e.kind) for e in result.skipped] == [
+        ('0/2', 1, 'flagged_invalid'), ('0/2', 2, 'terminal_not_last'),
+        ('1/2', 1, 'episode_not_first')]
+    assert (result.episodes, result.skipped_episodes) == (2, 3)
+    assert [reverb_tables.drained_pairs(s, 'a') for s in servers] == [
+        reverb_tables.observation_pairs([MIXED[0]]),
+        reverb_tables.observation_pairs([MIXED[3]])]
+    assert all(json.loads((tmp_path / f'state.{i}-of-2.json').read_text())[
+        'complete'] for i in range(2))
+  finally:
+    for server in servers:
+      server.stop()

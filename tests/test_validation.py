@@ -123,3 +123,34 @@ def test_bad_step_spec_raises_before_reading():
   with pytest.raises(rlds_reverb.StepSpecError,
                      match='No dataset representing RLDS steps'):
     validation.validate(data)
+
+
+@pytest.mark.parametrize('name,episodes,expected', CASES,
+                         ids=[case[0] for case in CASES])
+def test_one_numpy_episode_has_the_problems_validate_finds(name, episodes,
+                                                           expected):
+  """What a Beam worker checks, one episode at a time, is what validate says."""
+  del name, expected
+  problems = [problem for index, episode in enumerate(episodes)
+              for problem in validation.episode_problems(index, episode)]
+  assert problems == validation.validate(rlds_data.as_rlds(episodes)).problems
+  assert validation.episode_problems(7, rlds_data.flat_episode(0, 1)) == []
+
+
+FLAG_CASES = [  # (metadata, flagged) as `validate` reads them.
+    ({'invalid': np.bool_(True)}, True),
+    ({'is_invalid': True}, True),
+    ({'invalid': np.bool_(False), 'is_invalid': True}, False),
+    ({'invalid': np.int64(1), 'is_invalid': np.bool_(True)}, True),
+    ({'invalid': np.array([True])}, False),
+    ({}, False),
+]
+
+
+@pytest.mark.parametrize('metadata, flagged', FLAG_CASES)
+def test_flagged_invalid_numpy_episode(metadata, flagged):
+  episode = {'steps': rlds_data.flat_episode(2, 0), **metadata}
+  assert validation.is_flagged_invalid(episode) == flagged
+  if metadata:
+    data = rlds_data.as_rlds([episode['steps']], [metadata])
+    assert validation.validate(data).flagged_invalid == ([0] if flagged else [])

@@ -78,6 +78,15 @@ def shard(text: str):
   return index, count
 
 
+def key_value(text: str):
+  """argparse type: 'KEY=VALUE' -> (KEY, VALUE), KEY not empty."""
+  key, equals, value = text.partition('=')
+  if not key or not equals:
+    raise argparse.ArgumentTypeError(
+        f"must be KEY=VALUE, e.g. direct_num_workers=2, got '{text}'")
+  return key, value
+
+
 def chunk_length(text: str):
   """argparse type: 'N' -> ('', N) for every field, 'FIELD=N' -> (FIELD, N)."""
   field, _, number = text.rpartition('=')

@@ -62,6 +62,11 @@ def error_text(error: BaseException) -> str:
                        for note in getattr(error, '__notes__', ())])
 
 
+def lists_fields(error_type: str) -> bool:
+  """Whether errors of the type named `error_type` have a note per field."""
+  return error_type in {kind.__name__ for kind in _NOTES_PER_FIELD}
+
+
 def with_details(summary: str, details: Sequence[str]) -> str:
   """`summary`, then each detail on a line of its own, indented."""
   return '\n'.join([summary] + [f'{DETAIL_INDENT}{d}' for d in details])

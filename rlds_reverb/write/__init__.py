@@ -1,7 +1,8 @@
 """Writing converted trajectories into Reverb (no conversion here)."""
 
 from rlds_reverb.write.items import EndOfEpisode
-from rlds_reverb.write.push import push
+from rlds_reverb.write.push import push_nstep_transitions
 from rlds_reverb.write.push import push_rlds_to_reverb
 from rlds_reverb.write.push import PushResult
-from rlds_reverb.write.push import push_nstep_transitions
+from rlds_reverb.write.push import SkippedEpisode
+from rlds_reverb.write.push import write_trajectories

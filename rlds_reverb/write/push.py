@@ -1,16 +1,19 @@
-"""Pushing RLDS data into Reverb tables: checked up front, confirmed at the end.
+"""Writing RLDS data into Reverb tables, confirmed at the end: the write layer.
 
     rlds_data -> trajectory_blocks (one numpy block per episode, prefetched)
               -> SequenceWriter (Reverb's C++ trajectory writer)
               -> flushed in bounded batches, confirmed before returning
 
 Before anything is written: the server answers within the timeout, every
-table exists, and every signed table's signature equals the data's.
+table exists, and every signed table's signature equals the data's. The data
+itself is read once, as it is written: the checks that read it ahead
+(malformed, flagged and empty episodes, capacity, resume files) are the
+checked push's (`rlds_reverb.checked_push`), which calls `write_trajectories`.
 """
 
 import dataclasses
 import time
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
 from absl import logging
 import tensorflow as tf
@@ -44,6 +47,16 @@ _EPISODE_BYPASSED = (
 
 
 @dataclasses.dataclass(frozen=True)
+class SkippedEpisode:
+  """An episode a push left out, and why."""
+  position: int  # 0-based, in the data the push was given (a shard's own).
+  kind: str  # 'flagged_invalid', 'empty', or a problem ('terminal_not_last').
+  message: str
+  step: Optional[int] = None  # The first malformed step, for problems.
+  shard: Optional[str] = None  # 'I/N' when `push_shards` pushed it.
+
+
+@dataclasses.dataclass(frozen=True)
 class PushResult:
   """What a push wrote; every item counted here was confirmed by the server."""
   episodes: int
@@ -53,9 +66,16 @@ class PushResult:
   skipped_episodes: int = 0
   # Trajectories of the skipped episodes (TF-Agents' count includes them).
   skipped_trajectories: int = 0
+  # Episodes a resume file said were confirmed by earlier runs (not counted
+  # in `episodes`).
+  resumed_after_episodes: int = 0
+  # The episodes the checks left out (`skipped_episodes` counts them too).
+  skipped: Tuple[SkippedEpisode, ...] = ()
+  # What the checks warned of before writing (a table too small, a limiter).
+  warnings: Tuple[str, ...] = ()
 
 
-def push(
+def write_trajectories(
     rlds_data: tf.data.Dataset,
     server: server_lib.ServerLike,
     tables: Union[str, Sequence[str]],
@@ -68,27 +88,16 @@ def push(
     timeout: float = DEFAULT_TIMEOUT_S,
     chunk_length: chunks.ChunkLength = None,
     on_confirmed: Optional[Callable[[writer_lib.Progress], None]] = None,
+    table_infos: Optional[Dict[str, Any]] = None,
 ) -> PushResult:
-  """Writes `rlds_data` as fixed-length trajectory items into Reverb tables.
+  """Writes `rlds_data` as fixed-length trajectory items, reading it once.
 
   The items are those `ReverbAddTrajectoryObserver(sequence_length,
   stride_length, priority, pad/tile per end_of_episode)` would write, without
-  a TF-Agents observer.
-
-  Args:
-    rlds_data: RLDS episodes.
-    server: 'host:port' or a `reverb.Client`.
-    tables: the table name(s); each item goes to every table.
-    sequence_length: steps per item.
-    stride_length: steps between the starts of consecutive items.
-    priority: every item's priority.
-    end_of_episode: what happens at an episode's end (`EndOfEpisode`).
-    policy_info_fn: optional `fn(current_step, next_step)` -> policy_info.
-    timeout: seconds to wait for the server at any one point.
-    chunk_length: steps per chunk on the server: None (by each column's
-      bytes per step, `write.chunks`), one int for every column, or ints by
-      field path or prefix ({'observation/pixels': 2}); the items are the same.
-    on_confirmed: called with the `Progress` after each confirmation.
+  a TF-Agents observer. `rlds_reverb.push` (`checked_push`) checks the data
+  first, then calls this; the arguments are its own, plus `table_infos`: the
+  tables' `TableInfo`s from `check_tables`, when the caller has just checked
+  them (else they are checked here).
 
   Returns:
     A `PushResult`, once the server has confirmed every item.
@@ -106,7 +115,8 @@ def push(
   item_plan = items_lib.SequenceItems(
       sequence_length, stride_length, end_of_episode)
   return _push(rlds_data, client, address, tables, item_plan, priority,
-               policy_info_fn, timeout, on_confirmed, chunk_length)
+               policy_info_fn, timeout, on_confirmed, chunk_length,
+               table_infos)
 
 
 def push_nstep_transitions(
@@ -207,14 +217,15 @@ def _call_per_trajectory(rlds_data, observer, policy_info_fn) -> int:
 
 def _push(rlds_data, client, address, tables, item_plan, priority,
           policy_info_fn, timeout_s, on_confirmed,
-          chunk_length=None) -> PushResult:
+          chunk_length=None, infos=None) -> PushResult:
   spec = specs.trajectory_spec(specs.steps_spec(rlds_data), policy_info_fn)
   # Checks chunk_length before the server is asked.
   writer = writer_lib.SequenceWriter(
       client, tables, spec, item_plan, priority, address, timeout_s,
       chunk_length=chunk_length, on_confirmed=on_confirmed)
-  infos = _check_tables(client, address, tables, specs.table_signature(spec),
-                        timeout_s)
+  if infos is None:
+    infos = _check_tables(client, address, tables,
+                          specs.table_signature(spec), timeout_s)
   blocks = convert.trajectory_blocks(rlds_data, policy_info_fn)
   episode_items = (item_plan if isinstance(item_plan, items_lib.EpisodeItems)
                    else None)
@@ -224,7 +235,7 @@ def _push(rlds_data, client, address, tables, item_plan, priority,
 
 def check_tables(server: server_lib.ServerLike, tables: Sequence[str],
                  trajectory_spec: Any, timeout: float = DEFAULT_TIMEOUT_S):
-  """What `push` checks before writing, for callers that check earlier.
+  """What a push checks before writing, for callers that check earlier.
 
   Returns:
     {table: reverb TableInfo}, for capacity checks (`capacity.warnings_for`).
@@ -266,6 +277,20 @@ def _fixed_pipeline(blocks: tf.data.Dataset) -> tf.data.Dataset:
   options = tf.data.Options()
   options.autotune.enabled = False
   return blocks.prefetch(2).with_options(options)
+
+
+def append_trajectories(rlds_data: tf.data.Dataset,
+                        writer: writer_lib.SequenceWriter,
+                        positions: Sequence[int]) -> None:
+  """Converts `rlds_data` and appends each episode's rows to `writer`.
+
+  Nothing is confirmed here: the caller confirms (`writer.confirm()`) when it
+  must know, at a Beam bundle's end. `positions[i]` is the position of the
+  i-th episode of `rlds_data` in the whole dataset, for error messages.
+  """
+  blocks = convert.trajectory_blocks(rlds_data)
+  for block in _fixed_pipeline(blocks).as_numpy_iterator():
+    writer.write_episode(block.trajectory, positions[block.episode_index])
 
 
 def _write_blocks(blocks, rows_of_block, writer, episode_items, infos,

@@ -1,0 +1,25 @@
+"""Apache Beam transforms: RLDS datasets into Reverb from many workers.
+
+    pipeline
+      | ReadEpisodes(SRC, split)          parts of record files, in parallel
+                                          -> (position, numpy episode)
+      | WriteToReverb(servers, tables)    the push's checks per episode, its
+                                          converter and writer; confirmed at
+                                          each bundle's end; counters
+      .skipped                            malformed / flagged / empty ones
+
+`push(SRC, servers, tables, runner=..., options=...)` builds and runs that
+pipeline and sums the counters: what `rlds-reverb push --runner` runs.
+Needs `pip install "rlds_reverb[beam]"`; `import rlds_reverb` never imports
+this package.
+"""
+
+from rlds_reverb.beam.pipeline import push
+from rlds_reverb.beam.read import ReadEpisodes
+from rlds_reverb.beam.write import COUNTERS
+from rlds_reverb.beam.write import NAMESPACE
+from rlds_reverb.beam.write import SKIPPED
+from rlds_reverb.beam.write import WriteToReverb
+
+__all__ = ['ReadEpisodes', 'WriteToReverb', 'push', 'NAMESPACE', 'COUNTERS',
+           'SKIPPED']

@@ -1,0 +1,124 @@
+"""`push` on Beam: one pipeline, ReadEpisodes | WriteToReverb, counts back.
+
+    push(SRC, servers, tables, runner='DirectRunner', options=[(key, value)])
+      -> Pipeline(runner, --key=value ...)
+           | ReadEpisodes(SRC, split)        record-file parts, in parallel
+           | WriteToReverb(servers, tables)  confirmed per bundle
+      -> run, wait -> the committed counters as one PushResult
+
+What `rlds-reverb push --runner` runs. A failed pipeline is one
+`PipelineFailedError` line naming the runner and the first error a worker
+raised (the runner's own message is a page of tracebacks).
+"""
+
+import json
+import re
+import time
+from typing import Optional, Sequence, Tuple, Union
+
+import apache_beam as beam
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from rlds_reverb.beam import read
+from rlds_reverb.beam import write
+from rlds_reverb.errors import PipelineFailedError
+from rlds_reverb.write.push import PushResult
+from rlds_reverb.write.push import SkippedEpisode
+
+# 'module.SomeError: message [while running 'Step']': a traceback's last line.
+_ERROR_LINE = re.compile(
+    r"^(?:[\w.]+\.)?(\w+(?:Error|Exception|Exit)): (.*?)"
+    r"(?: \[while running '.*'\])?$")
+
+
+def push(src: Union[str, Sequence[str]], server: Union[str, Sequence[str]],
+         tables: Union[str, Sequence[str]], *, split: str = 'train',
+         data_dir: Optional[str] = None, runner: str = 'DirectRunner',
+         options: Sequence[Tuple[str, str]] = (), on_invalid: str = 'raise',
+         parts_per_file: Optional[int] = None,
+         **push_options) -> PushResult:
+  """Pushes `src` with a Beam pipeline on `runner`; the counters' sums.
+
+  Args:
+    src, split, data_dir: as for `rlds_reverb.load`.
+    server: 'host:port', or several: episode I goes to server I % S.
+    tables: as for `rlds_reverb.push`.
+    runner: a Beam runner's name ('DirectRunner', 'DataflowRunner', ...).
+    options: pipeline options as (key, value): ('direct_num_workers', '2').
+    on_invalid: 'raise' or 'skip' (`WriteToReverb`).
+    parts_per_file: `ReadEpisodes`' parts per record file.
+    **push_options: sequence_length, stride_length, end_of_episode, priority,
+      timeout, chunk_length.
+
+  Returns:
+    A `PushResult` of the committed counters (a retried bundle counts once,
+    though the table may hold its first attempt's items too); `seconds` is
+    the pipeline's wall time; `skipped` the episodes left out.
+
+  Raises:
+    SourceError, StepSpecError: while building the pipeline.
+    PipelineFailedError: the pipeline failed; says why.
+  """
+  episodes = read.ReadEpisodes(src, split, data_dir,
+                               parts_per_file=parts_per_file)
+  writer = write.WriteToReverb(server, tables, on_invalid=on_invalid,
+                               step_spec=episodes.step_spec, **push_options)
+  pipeline = beam.Pipeline(runner=runner, options=PipelineOptions(
+      [f'--{key}={value}' for key, value in options]))
+  _ = pipeline | 'ReadEpisodes' >> episodes | 'WriteToReverb' >> writer
+  start = time.perf_counter()
+  result = _run(pipeline, runner)
+  return _result_of(result.metrics(), time.perf_counter() - start)
+
+
+def _run(pipeline: beam.Pipeline, runner: str):
+  """Runs `pipeline` to its end; a failure is one line."""
+  try:
+    result = pipeline.run()
+    state = result.wait_until_finish()
+  except Exception as e:  # pylint: disable=broad-except
+    raise PipelineFailedError(
+        f'The Beam pipeline failed on {runner}: {_first_error(e)}') from e
+  check_finished(state, runner)
+  return result
+
+
+def check_finished(state: str, runner: str) -> None:
+  """A pipeline that ended otherwise than done (cancelled) counts nothing."""
+  if state != beam.runners.runner.PipelineState.DONE:
+    raise PipelineFailedError(
+        f'The Beam pipeline ended on {runner} in state {state}, not DONE: '
+        f'its counts would be partial.')
+
+
+def _first_error(error: Exception) -> str:
+  """'Type: message' of the error a worker raised, from the runner's text."""
+  matches = [_ERROR_LINE.match(line.strip())
+             for line in str(error).splitlines()]
+  matches = [m for m in matches if m]
+  if not matches:
+    return f'{type(error).__name__}: {str(error).strip().splitlines()[-1]}'
+  return f'{matches[-1][1]}: {matches[-1][2]}'
+
+
+def _result_of(metrics, seconds: float) -> PushResult:
+  """The committed counters (attempted where a runner commits none)."""
+  found = metrics.query(MetricsFilter().with_namespace(write.NAMESPACE))
+  counts = dict.fromkeys(write.COUNTERS, 0)
+  for counter in found[metrics.COUNTERS]:
+    counts[counter.key.metric.name] += _value(counter)
+  skipped = set()
+  for string_set in found[metrics.STRINGSETS]:
+    skipped |= set(_value(string_set) or ())
+  return PushResult(
+      counts['episodes'], counts['trajectories'], counts['items'], seconds,
+      skipped_episodes=counts['skipped_episodes'],
+      skipped=tuple(sorted((SkippedEpisode(**json.loads(text))
+                            for text in skipped),
+                           key=lambda episode: episode.position)))
+
+
+def _value(metric_result):
+  committed = metric_result.committed
+  return metric_result.attempted if committed is None else committed

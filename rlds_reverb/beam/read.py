@@ -1,0 +1,160 @@
+"""`ReadEpisodes`: RLDS episodes as numpy, read in parallel over record files.
+
+    SRC, split --(launcher: dataset_info only)--> Parts, each a range of
+                 episodes inside one record file: 'train[120:180]'
+      --Create (reshuffled over workers)-->
+      --Read: sources.load(part) -> each episode whole, steps [T, ...]-->
+      (position, {'steps': {field: ndarray}, **metadata})
+
+A part reads its file from the start, skipping (not parsing) the records
+before its range: `parts_per_file=k` reads within files in parallel at the
+cost of reading each file's head up to k times. By default a split of few
+files is cut into at least `MIN_PARTS` parts, so that workers share it. `position` is the episode's
+place in `rlds_reverb.load(SRC, split)`'s order, so errors, the skipped list
+and server assignment name episodes as every other entry point does.
+
+TFDS's own `tfds.beam.ReadFromTFDS` reads the same parts, but gives no
+positions, pickles the builder, and needs `SkipDecoding` on the nested steps
+(which leaves images encoded); here each worker opens the dataset by name and
+TFDS decodes it as `load` does.
+"""
+
+import dataclasses
+import functools
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+import apache_beam as beam
+import numpy as np
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+from rlds_reverb import sources
+from rlds_reverb import specs
+from rlds_reverb.convert import episodes as episodes_lib
+from rlds_reverb.specs import fields
+
+Episode = Tuple[int, Dict[str, Any]]  # (position, numpy episode)
+# Parts a split is cut into at least, by default (files allowing).
+MIN_PARTS = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class Part:
+  """Episodes `start`..`end` - 1 of one split, all in one record file."""
+  source: str
+  data_dir: Optional[str]
+  split: str  # The split's name, without slicing.
+  start: int
+  end: int
+  first_position: int  # Position of episode `start` in the data as read.
+
+  def split_text(self) -> str:
+    return f'{self.split}[{self.start}:{self.end}]'
+
+
+class ReadEpisodes(beam.PTransform):
+  """Reads RLDS episodes as `(position, numpy episode)` pairs.
+
+  Args:
+    src: what `rlds_reverb.load` opens: a TFDS directory, a catalog name, the
+      bundled dataset, or a list of them (read in order).
+    split: a TFDS split, optionally sliced ('train[:10%]').
+    data_dir: where catalog datasets are prepared.
+    parts_per_file: ranges each record file is split into, read in
+      parallel; None: enough for `MIN_PARTS` parts in all.
+
+  `step_spec` is the data's step spec (for `WriteToReverb`). Raises
+  `SourceError`, `DatasetNotPreparedError` or `StepSpecError` when built.
+  """
+
+  def __init__(self, src: Union[str, Sequence[str]], split: str = 'train',
+               data_dir: Optional[str] = None, *,
+               parts_per_file: Optional[int] = None):
+    super().__init__()
+    if parts_per_file is not None and parts_per_file < 1:
+      raise ValueError(f'parts_per_file must be >= 1, got {parts_per_file}.')
+    self.step_spec = specs.steps_spec(sources.load(src, split, data_dir))
+    self.parts = plan_parts(src, split, data_dir, parts_per_file)
+
+  def expand(self, pbegin):
+    return (pbegin
+            | 'Parts' >> beam.Create(self.parts)
+            | 'Read' >> beam.FlatMap(read_part))
+
+
+def plan_parts(src, split: str = 'train', data_dir: Optional[str] = None,
+               parts_per_file: Optional[int] = None) -> List[Part]:
+  """The parts of `split` of each source, in read order; reads no records."""
+  if parts_per_file is None:
+    files = len(plan_parts(src, split, data_dir, 1))
+    parts_per_file = -(-MIN_PARTS // max(files, 1))
+  parts, position = [], 0
+  for source, builder in sources.builders(src, data_dir):
+    instructions = tfds.core.ReadInstruction.from_spec(split).to_absolute(
+        builder.info.splits)
+    for instruction in instructions:
+      shard_lengths = builder.info.splits[instruction.splitname].shard_lengths
+      first = instruction.from_ or 0  # None: from the start, to the end.
+      last = sum(shard_lengths) if instruction.to is None else instruction.to
+      for start, end in _pieces(first, last, shard_lengths, parts_per_file):
+        parts.append(Part(source, data_dir, instruction.splitname, start,
+                          end, position))
+        position += end - start
+  return parts
+
+
+def _pieces(start: int, end: int, shard_lengths: Sequence[int],
+            per_file: int) -> Iterator[Tuple[int, int]]:
+  """[start, end) cut at record-file boundaries, each file's range in
+  `per_file` near-equal pieces; no empty piece."""
+  bounds = np.cumsum([0, *shard_lengths])
+  for file_start, file_end in zip(bounds[:-1], bounds[1:]):
+    low, high = max(start, file_start), min(end, file_end)
+    if low >= high:
+      continue
+    cuts = low + (np.arange(per_file + 1) * (high - low)) // per_file
+    for piece_start, piece_end in zip(cuts[:-1], cuts[1:]):
+      if piece_start < piece_end:
+        yield int(piece_start), int(piece_end)
+
+
+def read_part(part: Part) -> Iterator[Episode]:
+  """The part's episodes, each whole, with its position."""
+  rlds_data = sources.load(part.source, split=part.split_text(),
+                           data_dir=part.data_dir)
+  for index, episode in enumerate(numpy_episodes(rlds_data)):
+    yield part.first_position + index, episode
+
+
+def numpy_episodes(rlds_data: tf.data.Dataset) -> Iterator[Dict[str, Any]]:
+  """Each episode with its steps as [T, ...] arrays; empty ones too."""
+  dense = rlds_data.interleave(
+      functools.partial(_dense_episode,
+                        empty=_empty_steps(specs.steps_spec(rlds_data))),
+      cycle_length=2, num_parallel_calls=2, deterministic=True)
+  return dense.prefetch(2).as_numpy_iterator()
+
+
+def _dense_episode(episode, empty) -> tf.data.Dataset:
+  """One element: the episode's metadata and its steps batched whole.
+
+  No `map` before the batch: tf.data would fuse it with the whole-episode
+  batch and allocate that size (`convert.episodes`).
+  """
+  steps = episode[fields.STEPS].batch(episodes_lib.WHOLE_EPISODE).concatenate(
+      tf.data.Dataset.from_tensors(empty)).take(1)
+  metadata = {k: v for k, v in episode.items() if k != fields.STEPS}
+  return steps.map(functools.partial(_with_metadata, metadata=metadata))
+
+
+def _with_metadata(steps, metadata):
+  return {fields.STEPS: steps, **metadata}
+
+
+def _empty_steps(step_spec) -> Dict[str, Any]:
+  """Steps of an episode without steps: [0, ...], unknown dimensions 0."""
+  return tf.nest.map_structure(_no_rows, step_spec)
+
+
+def _no_rows(spec: tf.TensorSpec) -> tf.Tensor:
+  return tf.zeros([0] + [d or 0 for d in spec.shape.as_list()], spec.dtype)

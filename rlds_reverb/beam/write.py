@@ -1,0 +1,245 @@
+"""`WriteToReverb`: numpy episodes into Reverb tables, confirmed per bundle.
+
+    (position, episode) --checked_push.skip_reason: the push's rules-->
+        malformed / flagged / empty --> tagged output 'skipped' (or raise)
+        else --> server position % S: a batch of up to `batch_steps` steps
+             --> tf.data over the batch -> convert.trajectory_blocks
+             --> that server's SequenceWriter (the push's writer)
+    bundle end --> every writer confirmed (flushed to zero pending, with a
+                   timeout) --> counters: episodes, trajectories, items
+
+Nothing is pending when a bundle commits, so a committed bundle's items are
+in the tables. A runner that retries a failed bundle writes it again: items
+are written at least once, and a failure duplicates at most what the failed
+bundle wrote before it. One converter and one writer: the batch goes through
+the same tf.data conversion and Reverb writer as `rlds_reverb.push`.
+"""
+
+import functools
+import json
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import apache_beam as beam
+import tensorflow as tf
+
+from rlds_reverb import checked_push
+from rlds_reverb import specs
+from rlds_reverb.specs import fields
+from rlds_reverb.write import chunks
+from rlds_reverb.write import items as items_lib
+from rlds_reverb.write import push as write_push
+from rlds_reverb.write import server as server_lib
+from rlds_reverb.write import writer as writer_lib
+
+# Beam metrics: counters of confirmed episodes, trajectories, items and of
+# skipped episodes, and a string set of the skipped ones (JSON).
+NAMESPACE = 'rlds_reverb'
+COUNTERS = ('episodes', 'trajectories', 'items', 'skipped_episodes')
+SKIPPED = 'skipped'
+# Steps gathered before a batch is converted: building the conversion
+# pipeline costs about as much as writing a few thousand steps.
+BATCH_STEPS = 16_384
+
+
+class WriteToReverb(beam.PTransform):
+  """Writes `(position, numpy episode)` pairs (`ReadEpisodes`) into tables.
+
+  Args:
+    server_or_servers: 'host:port', or several: episode I goes to server
+      I % S.
+    tables: the table name(s) on every server; each item goes to each table.
+    sequence_length, stride_length, end_of_episode, priority, timeout,
+      chunk_length: as for `rlds_reverb.push`.
+    on_invalid: 'raise' (a malformed episode fails its bundle, before it is
+      written) or 'skip' (it goes to the 'skipped' output).
+    step_spec: the data's step spec (`ReadEpisodes(...).step_spec`);
+      signatures are then checked in `setup`, and fields of unknown size
+      keep it. Without it, the first episode's shapes are the spec.
+    batch_steps: steps converted at once (memory: one batch per server).
+
+  Returns (from `expand`) the ParDo's outputs: `.skipped` holds a
+  `SkippedEpisode` per episode left out (malformed, flagged invalid in its
+  metadata, or empty).
+  """
+
+  def __init__(self, server_or_servers: Union[str, Sequence[str]],
+               tables: Union[str, Sequence[str]], *,
+               sequence_length: int = 2, stride_length: int = 1,
+               end_of_episode: items_lib.EndOfEpisode = (
+                   items_lib.EndOfEpisode.DROP),
+               priority: float = 1.0,
+               timeout: float = write_push.DEFAULT_TIMEOUT_S,
+               chunk_length: chunks.ChunkLength = None,
+               on_invalid: str = 'raise', step_spec: Optional[Any] = None,
+               batch_steps: int = BATCH_STEPS):
+    super().__init__()
+    on_invalid = checked_push.OnInvalid.of(on_invalid)
+    if on_invalid is checked_push.OnInvalid.STOP:
+      raise ValueError("WriteToReverb takes on_invalid='raise' or 'skip': "
+                       "'stop' would leave a bundle half-written.")
+    servers = ([server_or_servers] if isinstance(server_or_servers, str)
+               else list(server_or_servers))
+    tables = [tables] if isinstance(tables, str) else list(tables)
+    settings = checked_push.Settings(sequence_length, stride_length, priority,
+                                     end_of_episode, timeout, chunk_length)
+    self._write = _WriteEpisodes(servers, tables, settings, on_invalid,
+                                 step_spec, batch_steps)
+
+  def expand(self, episodes):
+    return episodes | beam.ParDo(self._write).with_outputs(SKIPPED,
+                                                           main='written')
+
+
+class _Target:
+  """One server: its client, checked tables, and this bundle's writer."""
+
+  def __init__(self, address: str, tables: List[str], timeout_s: float):
+    self.client, self.address = server_lib.connect(address)
+    self.infos = server_lib.table_infos(self.client, self.address, tables,
+                                        timeout_s)
+    self.writer = None
+    self.batch: List[Tuple[int, Dict[str, Any]]] = []
+    self.batch_steps = 0
+
+
+class _WriteEpisodes(beam.DoFn):
+  """The DoFn of `WriteToReverb`; state lives per bundle."""
+
+  def __init__(self, servers, tables, settings, on_invalid, step_spec,
+               batch_steps):
+    super().__init__()
+    self._servers = servers
+    self._tables = tables
+    self._settings = settings
+    self._on_invalid = on_invalid
+    self._step_spec = step_spec
+    self._batch_steps = batch_steps
+    self._counters = {name: beam.metrics.Metrics.counter(NAMESPACE, name)
+                      for name in COUNTERS}
+    self._skipped = beam.metrics.Metrics.string_set(NAMESPACE, SKIPPED)
+    self._targets = None
+    self._spec = None
+
+  def setup(self):
+    """Every server answers and has the tables; their signatures fit."""
+    self._targets = [_Target(server, self._tables, self._settings.timeout)
+                     for server in self._servers]
+    if self._step_spec is not None:
+      self._set_spec(self._step_spec)
+
+  def start_bundle(self):
+    for target in self._targets:
+      target.writer, target.batch, target.batch_steps = None, [], 0
+
+  def process(self, element):
+    try:
+      yield from self._process(*element)
+    except BaseException:
+      self._settle()
+      raise
+
+  def finish_bundle(self):
+    """Writes what is left, then waits until every server confirmed it."""
+    try:
+      for target in self._targets:
+        self._write_batch(target)
+        if target.writer is not None:
+          progress = target.writer.close()  # Everything is confirmed.
+          target.writer = None
+          self._counters['episodes'].inc(progress.confirmed_episodes)
+          self._counters['trajectories'].inc(progress.trajectories)
+          self._counters['items'].inc(progress.confirmed_items)
+    except BaseException:
+      self._settle()
+      raise
+
+  def _process(self, position: int, episode: Dict[str, Any]):
+    skipped = checked_push.skip_reason(position, episode, self._on_invalid)
+    if skipped is not None:
+      self._counters['skipped_episodes'].inc()
+      self._skipped.add(json.dumps(vars(skipped), sort_keys=True))
+      yield beam.pvalue.TaggedOutput(SKIPPED, skipped)
+      return
+    if self._spec is None:
+      self._set_spec(_spec_of(episode[fields.STEPS]))
+    target = self._targets[position % len(self._targets)]
+    target.batch.append((position, episode[fields.STEPS]))
+    target.batch_steps += len(episode[fields.STEPS][fields.IS_FIRST])
+    if target.batch_steps >= self._batch_steps:
+      self._write_batch(target)
+
+  def _settle(self) -> None:
+    """After a failure: confirms and closes this bundle's writers.
+
+    A Reverb writer dropped with items in open chunks waits for them without
+    end when destroyed; confirmed, it has none (on a timeout the writer
+    module keeps it alive instead). The runner retries the whole bundle, so
+    what is confirmed here is written again: at most this bundle.
+    """
+    for target in self._targets:
+      writer, target.writer = target.writer, None
+      target.batch, target.batch_steps = [], 0
+      if writer is not None:
+        try:
+          writer.close()
+        except Exception:  # pylint: disable=broad-except
+          pass  # The bundle's own error is the one to report.
+
+  def _set_spec(self, step_spec) -> None:
+    """The data's spec, checked against every server's signed tables."""
+    self._spec = step_spec
+    item_spec = specs.table_signature(specs.trajectory_spec(step_spec))
+    for target in self._targets:
+      for table, info in target.infos.items():
+        specs.check_item_signature(info.signature, item_spec, table)
+
+  def _write_batch(self, target: _Target) -> None:
+    """Converts the target's batch and appends it to its writer."""
+    if not target.batch:
+      return
+    if target.writer is None:
+      target.writer = self._new_writer(target)
+    positions = [position for position, _ in target.batch]
+    data = _as_rlds([steps for _, steps in target.batch], self._spec)
+    target.batch, target.batch_steps = [], 0
+    write_push.append_trajectories(data, target.writer, positions)
+
+  def _new_writer(self, target: _Target) -> writer_lib.SequenceWriter:
+    settings = self._settings
+    return writer_lib.SequenceWriter(
+        target.client, self._tables, specs.trajectory_spec(self._spec),
+        settings.item_plan(), settings.priority, target.address,
+        settings.timeout, chunk_length=settings.chunk_length)
+
+
+def _spec_of(steps: Dict[str, Any]) -> Dict[str, tf.TensorSpec]:
+  """A step spec from numpy steps: dtypes, and shapes after the time axis."""
+  return tf.nest.map_structure(_step_spec_of_column, steps)
+
+
+def _step_spec_of_column(column) -> tf.TensorSpec:
+  """Strings come as numpy object arrays (of bytes)."""
+  dtype = tf.string if column.dtype == object else tf.as_dtype(column.dtype)
+  return tf.TensorSpec(column.shape[1:], dtype)
+
+
+def _as_rlds(batch: List[Dict[str, Any]], step_spec) -> tf.data.Dataset:
+  """The batch's numpy steps as RLDS episodes, for the converter."""
+  signature = {fields.STEPS: tf.nest.map_structure(_with_time_axis, step_spec)}
+  return tf.data.Dataset.from_generator(
+      functools.partial(_each_episode, batch, list(step_spec)),
+      output_signature=signature).map(_steps_dataset)
+
+
+def _with_time_axis(spec: tf.TensorSpec) -> tf.TensorSpec:
+  return tf.TensorSpec([None, *spec.shape], spec.dtype)
+
+
+def _each_episode(batch, names):
+  for steps in batch:
+    yield {fields.STEPS: {name: steps[name] for name in names}}
+
+
+def _steps_dataset(episode):
+  return {fields.STEPS: tf.data.Dataset.from_tensor_slices(
+      episode[fields.STEPS])}

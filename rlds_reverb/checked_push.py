@@ -1,0 +1,413 @@
+"""The checked push, the same for every entry point.
+
+`rlds_reverb.push`, `rlds-reverb push` (with or without `--shard`),
+`push_shards` and `--workers` (one per shard) all run `CheckedPush`:
+
+    rlds_data --spec--> chunk lengths; server answers, tables exist and
+                        their signatures are the data's           | nothing
+              --read ahead (validation.validate)-->               | written
+                  malformed / flagged / empty episodes;           | if any
+                  items per table -> capacity warnings            | fails
+              --[resume file: skip the episodes it says were confirmed]
+              --write.write_trajectories, progress saved at each confirmation
+              --> PushResult: confirmed counts, what was skipped, warnings
+
+What a malformed episode does (`on_invalid`, an `OnInvalid`):
+  'raise'  the data is read ahead; the push fails before writing anything
+  'skip'   read ahead; malformed episodes are left out and listed
+  'stop'   read once, while writing: the push stops at the first malformed
+           episode, confirming what it wrote before (TF-Agents' way)
+Read ahead, episodes flagged invalid in their metadata ('invalid' or
+'is_invalid') and empty episodes are left out as well. The Beam transforms
+(`rlds_reverb.beam`) cannot read a whole dataset ahead; they apply the same
+rules to each episode as it comes (`skip_reason`).
+"""
+
+import dataclasses
+import enum
+import functools
+import warnings
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
+
+import tensorflow as tf
+
+from rlds_reverb import resume as resume_lib
+from rlds_reverb import sources
+from rlds_reverb import specs
+from rlds_reverb import validation
+from rlds_reverb import wording
+from rlds_reverb.errors import DataReadError
+from rlds_reverb.errors import MalformedEpisodeError
+from rlds_reverb.errors import RldsReverbError
+from rlds_reverb.specs import fields
+from rlds_reverb.write import capacity
+from rlds_reverb.write import chunks
+from rlds_reverb.write import columns
+from rlds_reverb.write import items as items_lib
+from rlds_reverb.write import push as write_push
+from rlds_reverb.write import server as server_lib
+from rlds_reverb.write.push import PushResult
+from rlds_reverb.write.push import SkippedEpisode
+
+FLAGGED = 'flagged_invalid'
+EMPTY = 'empty'
+
+
+class OnInvalid(enum.Enum):
+  """What a push does with a malformed episode."""
+  RAISE = 'raise'  # Read ahead; fail before writing anything.
+  SKIP = 'skip'  # Read ahead; leave malformed episodes out.
+  STOP = 'stop'  # Read once; stop at the first one, keeping what came before.
+
+  @classmethod
+  def of(cls, value: Union[str, 'OnInvalid']) -> 'OnInvalid':
+    """`value` as an `OnInvalid`; the strings are the members' values."""
+    if isinstance(value, cls):
+      return value
+    try:
+      return cls(value)
+    except ValueError:
+      raise ValueError(
+          f"on_invalid must be one of {[m.value for m in cls]}, got "
+          f'{value!r}.') from None
+
+
+class CapacityWarning(UserWarning):
+  """A table would silently evict items, or its rate limiter would block."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """Which items a push writes and how long it waits for the server.
+
+  `end_of_episode` may be given as its value ('drop', 'pad', 'tile').
+  """
+  sequence_length: int = 2
+  stride_length: int = 1
+  priority: float = 1.0
+  end_of_episode: items_lib.EndOfEpisode = items_lib.EndOfEpisode.DROP
+  timeout: float = write_push.DEFAULT_TIMEOUT_S
+  chunk_length: chunks.ChunkLength = None
+
+  def __post_init__(self):
+    object.__setattr__(self, 'end_of_episode',
+                       items_lib.EndOfEpisode(self.end_of_episode))
+
+  def item_plan(self) -> items_lib.SequenceItems:
+    return items_lib.SequenceItems(self.sequence_length, self.stride_length,
+                                   self.end_of_episode)
+
+  def key(self) -> Dict[str, Any]:
+    """What a resume file records of them (chunk lengths change no item)."""
+    return {'sequence_length': self.sequence_length,
+            'stride': self.stride_length,
+            'end_of_episode': self.end_of_episode.value,
+            'priority': self.priority}
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+  """A dataset by name (what `load` opens): for messages and resume files."""
+  dataset: Union[str, Sequence[str]]
+  split: str = 'train'
+  data_dir: Optional[str] = None
+  shard: Optional[sources.Shard] = None
+
+  def load(self) -> tf.data.Dataset:
+    return sources.load(self.dataset, split=self.split,
+                        data_dir=self.data_dir, shard=self.shard)
+
+  def shard_text(self) -> Optional[str]:
+    return None if self.shard is None else '/'.join(map(str, self.shard))
+
+  def key(self) -> Dict[str, Any]:
+    return {'dataset': sources.describe(self.dataset, self.data_dir),
+            'split': self.split, 'shard': self.shard_text()}
+
+  def __str__(self) -> str:
+    shard = '' if self.shard is None else f' shard {self.shard_text()}'
+    return f'{sources.describe(self.dataset, self.data_dir)}{shard}'
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+  """What the checks found, before anything was written."""
+  skipped: Tuple[SkippedEpisode, ...]
+  # Steps still to write (after those confirmed before); None if not known.
+  steps: Optional[int]
+  warnings: Tuple[str, ...]
+  state: resume_lib.State
+
+
+def push(
+    rlds_data: tf.data.Dataset,
+    server: server_lib.ServerLike,
+    tables: Union[str, Sequence[str]],
+    *,
+    sequence_length: int = 2,
+    stride_length: int = 1,
+    priority: float = 1.0,
+    end_of_episode: items_lib.EndOfEpisode = items_lib.EndOfEpisode.DROP,
+    policy_info_fn: Optional[fields.PolicyInfoFn] = None,
+    timeout: float = write_push.DEFAULT_TIMEOUT_S,
+    chunk_length: chunks.ChunkLength = None,
+    on_invalid: Union[str, OnInvalid] = OnInvalid.RAISE,
+    resume: Optional[str] = None,
+    on_confirmed: Optional[Callable[[Any], None]] = None,
+) -> PushResult:
+  """Checks, then writes `rlds_data` as fixed-length trajectory items.
+
+  The items are those `ReverbAddTrajectoryObserver(sequence_length,
+  stride_length, priority, pad/tile per end_of_episode)` would write, without
+  a TF-Agents observer; the push returns once the server confirmed them all.
+  Capacity problems (a table that would evict, a limiter that would block)
+  are also issued as `CapacityWarning`s.
+
+  Args:
+    rlds_data: RLDS episodes (read twice, unless on_invalid='stop').
+    server: 'host:port' or a `reverb.Client`.
+    tables: the table name(s); each item goes to every table.
+    sequence_length: steps per item.
+    stride_length: steps between the starts of consecutive items.
+    priority: every item's priority.
+    end_of_episode: what happens at an episode's end (`EndOfEpisode`).
+    policy_info_fn: optional `fn(current_step, next_step)` -> policy_info.
+    timeout: seconds to wait for the server at any one point.
+    chunk_length: steps per chunk on the server: None (by each column's
+      bytes per step, `write.chunks`), one int for every column, or ints by
+      field path or prefix ({'observation/pixels': 2}); the items are the same.
+    on_invalid: 'raise', 'skip' or 'stop' (`OnInvalid`).
+    resume: a JSON file where progress is saved after each confirmation; run
+      again with the same data and arguments, the push skips the episodes it
+      says were confirmed.
+    on_confirmed: called with the writer's `Progress` after each confirmation.
+
+  Returns:
+    A `PushResult` of confirmed counts, with the episodes left out
+    (`skipped`), the capacity warnings, and what a resume file skipped.
+
+  Raises:
+    StepSpecError, ValueError (a bad chunk_length or on_invalid),
+      ServerUnavailableError, TableNotFoundError, SignatureMismatchError,
+      DataReadError, MalformedEpisodeError, ResumeStateError: before writing.
+    ReverbTimeoutError: the server stopped confirming; says what was.
+    tf.errors.InvalidArgumentError: on_invalid='stop' and an episode is
+      malformed; a note says what was confirmed before.
+  """
+  job = CheckedPush(
+      rlds_data, server, tables,
+      Settings(sequence_length, stride_length, priority, end_of_episode,
+               timeout, chunk_length),
+      on_invalid=on_invalid, resume=resume, policy_info_fn=policy_info_fn)
+  for message in job.check().warnings:
+    warnings.warn(message, CapacityWarning, stacklevel=2)
+  return job.write(on_confirmed)
+
+
+def push_source(source: Source, server: server_lib.ServerLike,
+                tables: Sequence[str], settings: Settings,
+                on_invalid: Union[str, OnInvalid] = OnInvalid.RAISE,
+                resume: Optional[str] = None) -> PushResult:
+  """The checked push of a dataset by name (a shard of it): what workers run.
+
+  The resume file, if any, also records the dataset, split and shard.
+  """
+  job = CheckedPush(source.load(), server, tables, settings,
+                    on_invalid=on_invalid, resume=resume, source=source)
+  job.check()
+  return job.write()
+
+
+class CheckedPush:
+  """One push: `check()` reads ahead and decides, `write()` writes.
+
+  The command line prints what `check()` found (warnings, skipped episodes,
+  a resumed state) before it calls `write()`.
+  """
+
+  def __init__(self, rlds_data: tf.data.Dataset,
+               server: server_lib.ServerLike,
+               tables: Union[str, Sequence[str]],
+               settings: Settings = Settings(), *,
+               on_invalid: Union[str, OnInvalid] = OnInvalid.RAISE,
+               resume: Optional[str] = None,
+               source: Optional[Source] = None,
+               policy_info_fn: Optional[fields.PolicyInfoFn] = None):
+    self._data = rlds_data
+    self._client, self._address = server_lib.connect(server)
+    self._tables = [tables] if isinstance(tables, str) else list(tables)
+    self._settings = settings
+    self._on_invalid = OnInvalid.of(on_invalid)
+    self._resume = resume
+    self._source = source
+    self._policy_info_fn = policy_info_fn
+    self._infos = None
+    self._plan = None
+
+  def check(self) -> Plan:
+    """Everything before writing; raises if the push must not start."""
+    spec = specs.trajectory_spec(specs.steps_spec(self._data),
+                                 self._policy_info_fn)
+    chunks.check_option(
+        self._settings.chunk_length, columns.columns_of(spec),
+        chunks.max_chunk_length(len(self._tables),
+                                self._settings.stride_length))
+    self._infos = write_push.check_tables(self._client, self._tables, spec,
+                                          self._settings.timeout)
+    if self._on_invalid is OnInvalid.STOP:
+      self._plan = Plan((), None, (), self._state(None))
+    else:
+      self._plan = self._plan_from(self._read_ahead())
+    return self._plan
+
+  def _plan_from(self, report: validation.Report) -> Plan:
+    """What to leave out and write, and what to warn of, from a read-ahead."""
+    skipped = self._skipped(report)
+    left_out = {episode.position for episode in skipped}
+    kept = [i for i in range(report.episodes) if i not in left_out]
+    state = self._state(len(kept))
+    to_write = kept[state.confirmed_episodes:]
+    item_plan = self._settings.item_plan()
+    items = sum(len(item_plan.plan(report.lengths[i]).item_ends)
+                for i in to_write)
+    return Plan(skipped, sum(report.lengths[i] for i in to_write),
+                tuple(capacity.warnings_for(self._infos, items)), state)
+
+  def write(self, on_confirmed: Optional[Callable[[Any], None]] = None
+            ) -> PushResult:
+    """Writes what `check` kept, from the first episode not yet confirmed."""
+    plan = self._plan or self.check()
+    done = plan.state.confirmed_episodes
+    found = dict(resumed_after_episodes=done, skipped=plan.skipped,
+                 warnings=plan.warnings)
+    if plan.state.complete:
+      return PushResult(0, 0, 0, 0.0, len(plan.skipped), **found)
+    recorder = (resume_lib.Recorder(self._resume, plan.state)
+                if self._resume else None)
+    callbacks = [] if on_confirmed is None else [on_confirmed]
+    if recorder is not None:
+      callbacks.append(recorder.on_confirmed)
+    remaining = validation.without_episodes(
+        self._data, [episode.position for episode in plan.skipped]).skip(done)
+    try:
+      result = self._write(remaining, callbacks)
+    except (RldsReverbError, tf.errors.OpError, ValueError) as e:
+      self._note_progress(e, recorder, done)
+      raise
+    if recorder is not None:
+      recorder.finish(result.episodes, result.items)
+    return dataclasses.replace(
+        result, skipped_episodes=result.skipped_episodes + len(plan.skipped),
+        **found)
+
+  def _write(self, remaining, callbacks) -> PushResult:
+    settings = self._settings
+    return write_push.write_trajectories(
+        remaining, self._client, self._tables,
+        sequence_length=settings.sequence_length,
+        stride_length=settings.stride_length, priority=settings.priority,
+        end_of_episode=settings.end_of_episode,
+        policy_info_fn=self._policy_info_fn, timeout=settings.timeout,
+        chunk_length=settings.chunk_length,
+        on_confirmed=functools.partial(_call_each, callbacks),
+        table_infos=self._infos)
+
+  def _read_ahead(self) -> validation.Report:
+    """Reads every episode before writing: a corrupt record fails here."""
+    try:
+      return validation.validate(self._data)
+    except tf.errors.OpError as e:
+      reason = e.message.strip().split('\n')[0]
+      raise DataReadError(
+          f'Cannot read {self._name()}: {reason}; nothing was written.'
+      ) from e
+
+  def _skipped(self, report: validation.Report) -> Tuple[SkippedEpisode, ...]:
+    """The episodes to leave out; raises on malformed ones if 'raise'."""
+    malformed = report.malformed_episodes
+    if malformed and self._on_invalid is OnInvalid.RAISE:
+      raise malformed_error(report.problems[0], len(malformed))
+    first_problems = {}
+    for problem in report.problems:
+      first_problems.setdefault(problem.episode, problem)
+    flagged, empty = set(report.flagged_invalid), set(report.empty_episodes)
+    return tuple(
+        skipped_episode(position, first_problems.get(position),
+                        position in flagged)
+        for position in sorted(set(first_problems) | flagged | empty))
+
+  def _state(self, num_episodes: Optional[int]) -> resume_lib.State:
+    """What earlier runs confirmed, if a resume file says so."""
+    key = {**(self._source.key() if self._source else {}),
+           'server': self._address, 'tables': self._tables,
+           **self._settings.key(), 'on_invalid': self._on_invalid.value,
+           'episodes_to_write': num_episodes}
+    if self._resume is None:
+      return resume_lib.State(key)
+    return resume_lib.load(self._resume, key)
+
+  def _note_progress(self, error: Exception, recorder, done: int) -> None:
+    if recorder is not None:
+      error.add_note(
+          f'Progress is saved in {self._resume} '
+          f'({wording.count(recorder.state.confirmed_episodes, "episode")} '
+          f'confirmed in all): run the same push again to continue.')
+    if isinstance(error, tf.errors.InvalidArgumentError) and done:
+      error.add_note(f'The episode number counts from episode {done}, the '
+                     f'first not confirmed before.')
+
+  def _name(self) -> str:
+    return str(self._source) if self._source else 'the data'
+
+
+def malformed_error(problem: validation.StepProblem,
+                    count: Optional[int] = None) -> MalformedEpisodeError:
+  """The error of on_invalid='raise': the problem, and how many in all.
+
+  `count` is known when the data was read ahead (then nothing was written).
+  """
+  where = f'{problem.message} (episode {problem.episode}, step {problem.step})'
+  if count is None:
+    error = MalformedEpisodeError(where)
+  else:
+    error = MalformedEpisodeError(
+        f'{where}; {wording.count(count, "malformed episode")} in all, '
+        f'nothing was written')
+    error.add_note('validation.validate lists them all.')
+  error.add_note("on_invalid='skip' leaves malformed episodes out.")
+  return error
+
+
+def skipped_episode(position: int,
+                    problem: Optional[validation.StepProblem],
+                    flagged: bool) -> SkippedEpisode:
+  """Why an episode is left out: its first problem, its flag, or no steps."""
+  if problem is not None:
+    return SkippedEpisode(position, problem.kind, problem.message,
+                          problem.step)
+  if flagged:
+    return SkippedEpisode(position, FLAGGED, 'flagged invalid in its metadata')
+  return SkippedEpisode(position, EMPTY, 'no steps')
+
+
+def skip_reason(position: int, episode: Dict[str, Any],
+                on_invalid: OnInvalid) -> Optional[SkippedEpisode]:
+  """Why one numpy episode is left out (None: write it), by `check`'s rules.
+
+  For streams that cannot be read ahead (Beam): a malformed episode raises
+  `MalformedEpisodeError` if on_invalid is 'raise', before it is written.
+  """
+  steps = episode[fields.STEPS]
+  problems = validation.episode_problems(position, steps)
+  if problems and on_invalid is OnInvalid.RAISE:
+    raise malformed_error(problems[0])
+  flagged = validation.is_flagged_invalid(episode)
+  empty = not len(steps[fields.IS_FIRST])  # pylint: disable=g-explicit-length-test
+  if not (problems or flagged or empty):
+    return None
+  return skipped_episode(position, problems[0] if problems else None, flagged)
+
+
+def _call_each(callbacks, progress) -> None:
+  for callback in callbacks:
+    callback(progress)

@@ -1,0 +1,57 @@
+"""`rlds-reverb push --runner R [--beam-option KEY=VALUE ...]`: on Apache Beam.
+
+    rlds-reverb push ... --runner DirectRunner --beam-option direct_num_workers=2
+      -> rlds_reverb.beam.push: ReadEpisodes | WriteToReverb on that runner
+      -> the skipped episodes, then the same summary as one push, its counts
+         summed from the pipeline's counters
+
+Beam is imported only here: without it installed, '--runner' is a one-line
+usage error, and every other command works.
+"""
+
+import argparse
+import logging
+
+from rlds_reverb.cli import output
+
+INSTALL_HINT = 'pip install "rlds_reverb[beam]"'
+
+
+def run(args: argparse.Namespace) -> int:
+  from rlds_reverb.cli import push  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  beam = _import_beam(quiet=not args.debug)
+  _check_dataset(args)
+  result = beam.push(
+      args.dataset, args.server, args.table, split=args.split,
+      data_dir=args.data_dir, runner=args.runner, options=args.beam_option,
+      on_invalid=args.on_invalid, **push.settings_of(args))
+  push.note_skipped([vars(episode) for episode in result.skipped])
+  push.print_summary(push.summary_of(result), args.json)
+  return output.EXIT_OK
+
+
+def _import_beam(quiet: bool):
+  """`rlds_reverb.beam`, Beam's Python logs at errors only unless `quiet` off.
+
+  Beam logs through the root logger (a warning at import, which also
+  installs a stderr handler) and relays its workers' logs through its own.
+  """
+  if quiet:
+    logging.getLogger().setLevel(logging.ERROR)
+  try:
+    from rlds_reverb import beam  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  except ImportError as e:
+    if not (e.name or '').startswith('apache_beam'):
+      raise
+    raise output.CliError(
+        f'--runner needs Apache Beam, which is not installed: {INSTALL_HINT}',
+        output.EXIT_USAGE) from e
+  return beam
+
+
+def _check_dataset(args: argparse.Namespace) -> None:
+  """Opens the dataset here first: bad input is a usage error (exit 2)."""
+  from rlds_reverb.cli import options  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.cli import push  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  _, spec = options.step_and_trajectory_spec(options.load(args))
+  push.check_chunk_length(args, spec)

@@ -1,0 +1,262 @@
+"""Apache Beam: ReadEpisodes, WriteToReverb and `push --runner`, on real runners.
+
+The data is a TFDS directory written here in 4 record files (TFDS's own
+writer, `DownloadConfig(num_shards=4)`). Servers are real Reverb servers: in
+another process for the run on two worker processes, in this one for the
+in-process runners. Tables are read back and compared as multisets of items
+with what one `rlds_reverb.push` of the same data writes.
+"""
+
+import collections
+import json
+import pathlib
+
+import numpy as np
+import pytest
+import reverb
+import tensorflow_datasets as tfds
+
+beam = pytest.importorskip('apache_beam')
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+from apache_beam.testing import util as beam_testing
+import rlds_reverb
+from rlds_reverb import beam as rlds_beam
+from rlds_reverb import specs
+from rlds_reverb.beam import pipeline as pipeline_lib
+from rlds_reverb.beam import read
+from tests import reverb_tables
+from tests import rlds_data
+from tests.server_process import ServerProcess
+from tests.test_cli import _features, run_cli
+
+NUM_FILES = 4
+# 16 episodes of 3..9 steps, terminal and truncated.
+EPISODES = [rlds_data.flat_episode(3 + (i * 5) % 7, seed=300 + i,
+                                   terminal=i % 3 == 0) for i in range(16)]
+# 0 fine, 1 flagged invalid, 2 malformed, 3 fine, 4 empty, 5 malformed.
+MIXED = [rlds_data.flat_episode_with(3, 400),
+         rlds_data.flat_episode_with(4, 401),
+         rlds_data.flat_episode_with(4, 402, is_terminal={1: True}),
+         rlds_data.flat_episode_with(5, 403),
+         rlds_data.flat_episode_with(0, 404),
+         rlds_data.flat_episode_with(2, 405, is_first={0: False})]
+MIXED_INVALID = [False, True, False, False, False, False]
+SKIPPED = (
+    rlds_reverb.SkippedEpisode(1, 'flagged_invalid',
+                               'flagged invalid in its metadata'),
+    rlds_reverb.SkippedEpisode(
+        2, 'terminal_not_last',
+        'Terminal step must be the last step of an episode.', 1),
+    rlds_reverb.SkippedEpisode(4, 'empty', 'no steps'),
+    rlds_reverb.SkippedEpisode(
+        5, 'episode_not_first',
+        'First step of an episode must have is_first set.', 0),
+)
+
+
+def write_files(root, name, episodes, invalid=None) -> str:
+  """A TFDS directory of `episodes`, in order, in NUM_FILES record files."""
+  tfds.disable_progress_bar()
+  examples = [(i, {'steps': steps, **({} if invalid is None
+                                      else {'invalid': invalid[i]})})
+              for i, steps in enumerate(episodes)]
+  builder = tfds.dataset_builders.store_as_tfds_dataset(
+      name=name, version='1.0.0', features=_features(invalid is not None),
+      split_datasets={'train': examples}, data_dir=str(root),
+      disable_shuffling=True,
+      download_config=tfds.download.DownloadConfig(num_shards=NUM_FILES))
+  return str(builder.data_dir)
+
+
+@pytest.fixture(scope='module')
+def dirs(tmp_path_factory):
+  root = tmp_path_factory.mktemp('tfds')
+  found = {'data': write_files(root, 'sixteen_rlds', EPISODES),
+           'mixed': write_files(root, 'mixed_rlds', MIXED, MIXED_INVALID)}
+  for directory in found.values():
+    assert len(list(pathlib.Path(directory).glob('*.tfrecord*'))) == NUM_FILES
+  return found
+
+
+@pytest.fixture(scope='module')
+def server(dirs):
+  """Table 'a' signed for the data, 'm' for the mixed data, 'cartpole'."""
+  def signature(src):
+    return specs.table_signature(
+        rlds_reverb.create_trajectory_data_spec(rlds_reverb.load(src)))
+  server = reverb_tables.start_server([
+      reverb_tables.fifo_table('a', signature(dirs['data'])),
+      reverb_tables.fifo_table('m', signature(dirs['mixed'])),
+      reverb_tables.fifo_table('cartpole', signature('bundled:cartpole')),
+  ])
+  yield server
+  server.stop()
+
+
+@pytest.fixture
+def address(server):
+  client = reverb.Client(reverb_tables.address(server))
+  for table in ('a', 'm'):
+    client.reset(table)
+  return reverb_tables.address(server)
+
+
+def _key(element):
+  """(position, bytes of every step field) of a `ReadEpisodes` element."""
+  position, episode = element
+  return (position,) + tuple(np.asarray(episode['steps'][name]).tobytes()
+                             for name in sorted(episode['steps']))
+
+
+@pytest.mark.parametrize('split, per_file, parts, episodes', [
+    ('train', 1, NUM_FILES, slice(None)),
+    ('train', None, read.MIN_PARTS, slice(None)),
+    ('train', 3, 3 * NUM_FILES, slice(None)),
+    ('train[2:14]', 2, 2 * NUM_FILES, slice(2, 14)),
+])
+def test_read_episodes_gives_the_episodes_and_positions_of_load(
+    dirs, split, per_file, parts, episodes):
+  """Parts: whole files, or pieces of them; positions as `load` orders."""
+  expected = [_key((i, {'steps': e}))
+              for i, e in enumerate(EPISODES[episodes])]
+  episodes = read.ReadEpisodes(dirs['data'], split, parts_per_file=per_file)
+  assert len(episodes.parts) == parts
+  assert [p.first_position for p in episodes.parts] == list(np.cumsum(
+      [0] + [p.end - p.start for p in episodes.parts[:-1]]))
+  with beam.Pipeline('DirectRunner') as pipeline:
+    keys = pipeline | episodes | beam.Map(_key)
+    beam_testing.assert_that(keys, beam_testing.equal_to(expected))
+
+
+def test_two_worker_processes_write_what_one_push_writes(dirs):
+  """`push --runner DirectRunner` on 2 processes vs one `rlds_reverb.push`."""
+  with ServerProcess([{'name': name, 'kind': 'fifo',
+                       'signed_for': dirs['data']}
+                      for name in ('beam', 'push')]) as server:
+    result = run_cli(
+        'push', '--dataset', dirs['data'], '--server', server.address,
+        '--table', 'beam', '--runner', 'DirectRunner',
+        '--beam-option', 'direct_num_workers=2',
+        '--beam-option', 'direct_running_mode=multi_processing', '--json')
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ''
+    pushed = rlds_reverb.push(rlds_reverb.load(dirs['data']), server.address,
+                              'push')
+    summary = json.loads(result.stdout)
+    assert (summary['episodes'], summary['trajectories'], summary['items'],
+            summary['skipped_episodes']) == (
+                pushed.episodes, pushed.trajectories, pushed.items, 0)
+    from_beam = reverb_tables.drain(server.address, 'beam')
+    from_push = reverb_tables.drain(server.address, 'push')
+  assert len(from_push) == pushed.items > 0
+  assert reverb_tables.as_multiset(from_beam) == reverb_tables.as_multiset(
+      from_push)
+
+
+class FlakySteps(dict):
+  """Steps whose first read in this process fails: a worker crashing
+  mid-bundle. Pickled with the element; the flag stays in the process."""
+  failed = False
+
+  def __getitem__(self, key):
+    if not FlakySteps.failed:
+      FlakySteps.failed = True
+      raise RuntimeError('injected failure')
+    return super().__getitem__(key)
+
+
+def test_retried_bundle_loses_nothing_and_repeats_only_that_bundle(address):
+  """BundleBasedDirectRunner retries a failed bundle; 3 bundles of 5."""
+  episodes = [rlds_data.flat_episode(40, seed=500 + i) for i in range(15)]
+  flaky = 7  # The third episode of the second bundle.
+  elements = [(i, {'steps': FlakySteps(e) if i == flaky else e})
+              for i, e in enumerate(episodes)]
+  FlakySteps.failed = False
+  pipeline = beam.Pipeline('BundleBasedDirectRunner')
+  bundles = [pipeline | f'Bundle{b}' >> beam.Create(
+      elements[5 * b:5 * b + 5], reshuffle=False) for b in range(3)]
+  _ = (bundles | beam.Flatten()
+       | rlds_beam.WriteToReverb(address, 'a', batch_steps=1))
+  pipeline.run().wait_until_finish()
+  assert FlakySteps.failed
+
+  drained = collections.Counter(reverb_tables.drained_pairs(address, 'a'))
+  expected = collections.Counter(reverb_tables.observation_pairs(episodes))
+  assert not expected - drained  # Nothing lost.
+  repeated = drained - expected
+  failed_bundle = collections.Counter(
+      reverb_tables.observation_pairs(episodes[5:10]))
+  assert 0 < sum(repeated.values()) <= sum(failed_bundle.values())
+  assert not repeated - failed_bundle  # Only the failed bundle's items.
+
+
+def test_skipped_episodes_go_to_the_tagged_output(dirs, address):
+  episodes = read.ReadEpisodes(dirs['mixed'])
+  with beam.Pipeline('DirectRunner') as pipeline:
+    outputs = pipeline | episodes | rlds_beam.WriteToReverb(
+        address, 'm', on_invalid='skip', step_spec=episodes.step_spec)
+    beam_testing.assert_that(outputs.skipped,
+                             beam_testing.equal_to(list(SKIPPED)))
+  assert (reverb_tables.drained_pairs(address, 'm') ==
+          reverb_tables.observation_pairs([MIXED[0], MIXED[3]]))
+
+  result = rlds_beam.push(dirs['mixed'], address, 'm', on_invalid='skip')
+  assert result.skipped == SKIPPED
+  assert (result.episodes, result.trajectories, result.items,
+          result.skipped_episodes) == (2, 8, 6, 4)
+
+
+def test_malformed_episode_fails_the_pipeline_naming_it(dirs, address):
+  with pytest.raises(rlds_reverb.PipelineFailedError) as error:
+    rlds_beam.push(dirs['mixed'], address, 'm')
+  assert str(error.value).startswith(
+      'The Beam pipeline failed on DirectRunner: MalformedEpisodeError: '
+      'Terminal step must be the last step of an episode. (episode 2, '
+      'step 1)')
+  assert '\n' not in str(error.value)
+
+
+def test_episode_i_goes_to_server_i_mod_s(dirs, server):
+  second = reverb_tables.start_server([reverb_tables.fifo_table(
+      'a', reverb.Client(reverb_tables.address(server)).server_info(
+          timeout=10)['a'].signature)])
+  try:
+    reverb.Client(reverb_tables.address(server)).reset('a')
+    servers = [reverb_tables.address(server), reverb_tables.address(second)]
+    result = rlds_beam.push(dirs['data'], servers, 'a', parts_per_file=2)
+    assert result.episodes == len(EPISODES)
+    assert [reverb_tables.drained_pairs(s, 'a') for s in servers] == [
+        reverb_tables.observation_pairs(EPISODES[0::2]),
+        reverb_tables.observation_pairs(EPISODES[1::2])]
+  finally:
+    second.stop()
+
+
+@pytest.mark.parametrize('target, table, error', [
+    ('localhost:1', 'a', 'ServerUnavailableError: No Reverb server answered '
+                         'at localhost:1 within 1 s'),
+    (None, 'missing', "TableNotFoundError: Reverb server at {address} has no "
+                      "table 'missing'"),
+    (None, 'cartpole', 'SignatureMismatchError: Replay buffer table signature '
+                       'spec should match RLDS data spec.'),
+])
+def test_setup_checks_server_tables_and_signatures(dirs, address, target,
+                                                   table, error):
+  with pytest.raises(rlds_reverb.PipelineFailedError) as raised:
+    rlds_beam.push(dirs['data'], target or address, table, timeout=1)
+  assert error.format(address=address) in str(raised.value)
+  assert reverb_tables.table_size(reverb.Client(address), 'a') == 0
+
+
+def test_bad_arguments():
+  with pytest.raises(ValueError, match="WriteToReverb takes on_invalid="
+                                       "'raise' or 'skip'"):
+    rlds_beam.WriteToReverb('localhost:1', 'a', on_invalid='stop')
+  with pytest.raises(ValueError, match='parts_per_file must be >= 1, got 0'):
+    read.ReadEpisodes('bundled:cartpole', parts_per_file=0)
+  with pytest.raises(rlds_reverb.PipelineFailedError,
+                     match='ended on DataflowRunner in state CANCELLED, not '
+                           'DONE'):
+    pipeline_lib.check_finished(
+        beam.runners.runner.PipelineState.CANCELLED, 'DataflowRunner')

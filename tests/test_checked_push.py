@@ -1,0 +1,138 @@
+"""`rlds_reverb.push`, the checked push, from Python: what the CLI does.
+
+A real Reverb server with signed FIFO tables; every case reads the table back.
+The command line runs the same code (`tests/test_cli.py`, `test_faults.py`).
+"""
+
+import json
+
+import numpy as np
+import pytest
+import reverb
+
+import rlds_reverb
+from rlds_reverb import specs
+from tests import reverb_tables
+from tests import rlds_data
+from tests.test_cli import CLEAN, write_tfds
+from tests.test_faults import corrupt_second_record
+
+
+_episode = rlds_data.flat_episode_with
+# 0 fine, 1 flagged invalid, 2 malformed, 3 empty, 4 fine, 5 malformed.
+MIXED = [_episode(3, 0), _episode(4, 1), _episode(4, 2, is_terminal={1: True}),
+         _episode(0, 3), _episode(5, 4), _episode(2, 5, is_first={0: False})]
+FLAGGED = [False, True, False, False, False, False]
+KEPT = [MIXED[0], MIXED[4]]
+
+
+def _mixed():
+  return rlds_data.as_rlds(MIXED, [{'invalid': np.bool_(f)} for f in FLAGGED])
+
+
+@pytest.fixture(scope='module')
+def server():
+  signature = specs.table_signature(
+      rlds_reverb.create_trajectory_data_spec(rlds_data.as_rlds(CLEAN)))
+  server = reverb_tables.start_server([
+      reverb_tables.fifo_table('a', signature),
+      reverb_tables.fifo_table('small', signature, max_size=3),
+  ])
+  yield server
+  server.stop()
+
+
+@pytest.fixture
+def address(server):
+  client = reverb.Client(reverb_tables.address(server))
+  for table in ('a', 'small'):
+    client.reset(table)
+  return reverb_tables.address(server)
+
+
+def _size(address, table='a'):
+  return reverb_tables.table_size(reverb.Client(address), table)
+
+
+def test_malformed_episode_fails_before_anything_is_written(address):
+  with pytest.raises(rlds_reverb.MalformedEpisodeError) as error:
+    rlds_reverb.push(_mixed(), address, 'a')
+  assert str(error.value) == (
+      'Terminal step must be the last step of an episode. (episode 2, step 1)'
+      '; 2 malformed episode(s) in all, nothing was written')
+  assert isinstance(error.value, ValueError)
+  assert "on_invalid='skip' leaves malformed episodes out." in (
+      error.value.__notes__)
+  assert _size(address) == 0
+
+
+def test_skip_leaves_out_malformed_flagged_and_empty_episodes(address):
+  result = rlds_reverb.push(_mixed(), address, 'a', on_invalid='skip')
+  skipped = rlds_reverb.SkippedEpisode
+  assert result.skipped == (
+      skipped(1, 'flagged_invalid', 'flagged invalid in its metadata'),
+      skipped(2, 'terminal_not_last',
+              'Terminal step must be the last step of an episode.', 1),
+      skipped(3, 'empty', 'no steps'),
+      skipped(5, 'episode_not_first',
+              'First step of an episode must have is_first set.', 0))
+  assert (result.episodes, result.trajectories, result.items,
+          result.skipped_episodes) == (2, 8, 6, 4)
+  assert (reverb_tables.drained_pairs(address, 'a') ==
+          reverb_tables.observation_pairs(KEPT))
+
+
+def test_resume_file_continues_a_push_and_rejects_another(address, tmp_path):
+  state_path = tmp_path / 'state.json'
+  first = rlds_reverb.push(rlds_data.as_rlds(CLEAN), address, 'a',
+                           resume=str(state_path))
+  assert (first.items, json.loads(state_path.read_text())['complete']) == (
+      6, True)
+  again = rlds_reverb.push(rlds_data.as_rlds(CLEAN), address, 'a',
+                           resume=str(state_path))
+  assert (again.items, again.resumed_after_episodes) == (0, 3)
+  assert _size(address) == 6
+  reverb.Client(address).reset('a')
+
+  # As a push killed after confirming one episode leaves it.
+  state = json.loads(state_path.read_text())
+  state.update(confirmed_episodes=1, confirmed_items=2, complete=False)
+  state_path.write_text(json.dumps(state))
+  rest = rlds_reverb.push(rlds_data.as_rlds(CLEAN), address, 'a',
+                          resume=str(state_path))
+  assert (rest.episodes, rest.resumed_after_episodes) == (2, 1)
+  assert (reverb_tables.drained_pairs(address, 'a') ==
+          reverb_tables.observation_pairs(CLEAN[1:]))
+  with pytest.raises(rlds_reverb.ResumeStateError,
+                     match='records another push .*sequence_length was 2, '
+                           'now 3'):
+    rlds_reverb.push(rlds_data.as_rlds(CLEAN), address, 'a',
+                     sequence_length=3, resume=str(state_path))
+
+
+def test_capacity_problems_are_warnings(address):
+  with pytest.warns(rlds_reverb.CapacityWarning) as warned:
+    result = rlds_reverb.push(rlds_data.as_rlds(CLEAN), address, 'small')
+  message = ("table 'small' holds at most 3 items and has 0; this push "
+             'writes 6, so Reverb will silently remove 3 of the oldest.')
+  assert [str(w.message) for w in warned] == [message]
+  assert result.warnings == (message,)
+  assert (result.items, _size(address, 'small')) == (6, 3)
+
+
+def test_corrupt_record_is_a_read_error_and_writes_nothing(address, tmp_path):
+  directory = write_tfds(tmp_path, 'clean_rlds', CLEAN)
+  corrupt_second_record(directory)
+  with pytest.raises(rlds_reverb.DataReadError,
+                     match=r'^Cannot read the data: .+; nothing was written\.$'):
+    rlds_reverb.push(rlds_reverb.load(directory), address, 'a')
+  assert _size(address) == 0
+
+
+def test_on_invalid_must_be_a_mode(address):
+  with pytest.raises(ValueError,
+                     match=r"on_invalid must be one of \['raise', 'skip', "
+                           r"'stop'\], got 'ignore'\."):
+    rlds_reverb.push(rlds_data.as_rlds(CLEAN), address, 'a',
+                     on_invalid='ignore')
+  assert rlds_reverb.OnInvalid.of('skip') is rlds_reverb.OnInvalid.SKIP

@@ -1,0 +1,81 @@
+"""`rlds-reverb push` options that choose how to run: --workers, --runner.
+
+Usage errors are found before any work; Beam is imported only for --runner,
+and without it installed --runner is a one-line error saying how to install
+it. (Runs on Beam itself: `tests/test_beam.py`.)
+"""
+
+import subprocess
+import sys
+
+import pytest
+
+from rlds_reverb import cli
+from tests.test_cli import HANG_GUARD_S
+
+PUSH = ['push', '--dataset', 'bundled:cartpole', '--table', 'replay']
+
+USAGE_CASES = {
+    # name: (extra arguments, the error line's text)
+    'workers_and_runner': (
+        ['--server', 'h:1', '--workers', '2', '--runner', 'DirectRunner'],
+        '--runner splits the data itself; drop --workers and --shard'),
+    'shard_and_runner': (
+        ['--server', 'h:1', '--shard', '0/2', '--runner', 'DirectRunner'],
+        '--runner splits the data itself; drop --workers and --shard'),
+    'resume_and_runner': (
+        ['--server', 'h:1', '--resume', 's.json', '--runner', 'DirectRunner'],
+        '--runner retries failed bundles instead of resuming; drop --resume'),
+    'beam_option_alone': (
+        ['--server', 'h:1', '--beam-option', 'direct_num_workers=2'],
+        '--beam-option needs --runner'),
+    'two_servers_one_process': (
+        ['--server', 'h:1', '--server', 'h:2'],
+        'several --server need --workers or --runner, which spread the data '
+        'over them'),
+    'workers_and_shard': (
+        ['--server', 'h:1', '--workers', '2', '--shard', '0/2'],
+        '--workers runs the shards itself; drop --shard'),
+    'timeout': (['--server', 'h:1', '--timeout', '0'],
+                '--timeout must be > 0, got 0'),
+}
+
+
+@pytest.mark.parametrize('extra, message', USAGE_CASES.values(),
+                         ids=USAGE_CASES.keys())
+def test_options_that_cannot_run_together_exit_2(extra, message, capsys):
+  assert cli.main(PUSH + extra) == 2
+  assert capsys.readouterr().err == f'rlds-reverb: error: {message}\n'
+
+
+def test_beam_option_must_be_key_value(capsys):
+  with pytest.raises(SystemExit) as exited:
+    cli.main(PUSH + ['--server', 'h:1', '--runner', 'DirectRunner',
+                     '--beam-option', 'direct_num_workers'])
+  assert exited.value.code == 2
+  assert ("argument --beam-option: must be KEY=VALUE, e.g. "
+          "direct_num_workers=2, got 'direct_num_workers'"
+          in capsys.readouterr().err)
+
+
+# A push without --runner (against no server), then one with --runner where
+# Beam cannot be imported, in one fresh interpreter.
+WITHOUT_BEAM = r"""
+import sys
+from rlds_reverb import cli
+push = ['push', '--dataset', 'bundled:cartpole', '--table', 'replay',
+        '--server', 'localhost:1', '--timeout', '1']
+print(cli.main(push), 'apache_beam' in sys.modules, flush=True)
+sys.modules['apache_beam'] = None  # As if not installed.
+print(cli.main(push + ['--runner', 'DirectRunner']), flush=True)
+"""
+
+
+def test_beam_is_imported_only_for_runner_and_its_absence_is_one_line():
+  result = subprocess.run([sys.executable, '-c', WITHOUT_BEAM],
+                          capture_output=True, text=True,
+                          timeout=HANG_GUARD_S)
+  assert result.stdout.split() == ['1', 'False', '2'], result.stderr
+  assert result.stderr.splitlines()[-1] == (
+      'rlds-reverb: error: --runner needs Apache Beam, which is not '
+      'installed: pip install "rlds_reverb[beam]"')
