@@ -16,7 +16,12 @@ large enough that the fixed cost of a push (measured last) fades:
                `rlds_reverb` chooses, fed the same pre-made rows in one stream
                (a minimal loop written here: append, create the item, flush
                every 16 items keeping the items of open chunks, end once).
-  rlds_reverb  `rlds_reverb.push` (conversion from RLDS included).
+  rlds_reverb  `rlds_reverb.push(..., on_invalid='stop')`: conversion from
+               RLDS included, one read of the data, as the references.
+  rlds_reverb, read ahead  `rlds_reverb.push` with its default
+               `on_invalid='raise'`: the data is read (validated) once before
+               it is read again to write, so that nothing is written if an
+               episode is malformed.
 
 Each writes into an empty table on one in-process server, the writers taking
 turns round after round so that they share the machine's noise; the item count
@@ -77,8 +82,9 @@ def observe_tf_agents(data, client) -> None:
   observer.flush()
 
 
-def push_rlds_reverb(data, client) -> None:
-  rlds_reverb.push(data, client, TABLE, sequence_length=2)
+def push_rlds_reverb(data, client, on_invalid: str = 'stop') -> None:
+  rlds_reverb.push(data, client, TABLE, sequence_length=2,
+                   on_invalid=on_invalid)
 
 
 def numpy_rows(data):
@@ -215,18 +221,20 @@ def measure_shape(shape: str, repeats: int) -> None:
       ('chunked (pre-made rows)',
        lambda: push_chunked_writer(episodes, client, lengths)),
       ('rlds_reverb.push', lambda: push_rlds_reverb(data, client)),
+      ('rlds_reverb.push, read ahead',
+       lambda: push_rlds_reverb(data, client, 'raise')),
   ], client, expected_items, repeats)
   server.stop()
   print(f'\n{shape}: {num_episodes} episodes x {num_steps} steps; chunk '
         f'lengths {lengths}; items of 2 steps, stride 1; median of {repeats} '
         f'interleaved rounds')
   for name, values in rates.items():
-    print(f'{name:28s} {statistics.median(values):10,.0f} items/s')
+    print(f'{name:29s} {statistics.median(values):10,.0f} items/s')
   ours = rates['rlds_reverb.push']
   for name in ('tf_agents', 'structured (pre-made rows)',
-               'chunked (pre-made rows)'):
+               'chunked (pre-made rows)', 'rlds_reverb.push, read ahead'):
     ratios = [a / b for a, b in zip(ours, rates[name])]
-    print(f'rlds_reverb / {name:28s} {statistics.median(ratios):5.2f}x '
+    print(f'rlds_reverb / {name:29s} {statistics.median(ratios):5.2f}x '
           f'(per round: {", ".join(f"{r:.2f}" for r in ratios)})')
   chunked = rates['chunked (pre-made rows)']
   structured_rates = rates['structured (pre-made rows)']

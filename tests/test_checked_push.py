@@ -59,7 +59,7 @@ def test_malformed_episode_fails_before_anything_is_written(address):
     rlds_reverb.push(_mixed(), address, 'a')
   assert str(error.value) == (
       'Terminal step must be the last step of an episode. (episode 2, step 1)'
-      '; 2 malformed episode(s) in all, nothing was written')
+      '; 2 malformed episodes in all, nothing was written')
   assert isinstance(error.value, ValueError)
   assert "on_invalid='skip' leaves malformed episodes out." in (
       error.value.__notes__)
