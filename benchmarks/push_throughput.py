@@ -30,7 +30,12 @@ what every push costs whatever its size (building the pipeline, checking the
 server, confirming). Then peak RSS of `rlds_reverb.push` over a streamed
 dataset of 10 and of 100 episodes, each in a fresh process.
 
-    python benchmarks/push_throughput.py [--shape vector image] [--repeats 3] [--skip-rss]
+    python benchmarks/push_throughput.py [--shape vector image] [--repeats 3]
+        [--episodes N] [--skip-tf-agents] [--skip-rss]
+
+`--episodes` sets the number of episodes of every shape: on larger pushes
+the fixed cost fades and the steady rates show; `--skip-tf-agents` leaves
+out the slowest reference there.
 """
 
 import argparse
@@ -38,6 +43,7 @@ import json
 import statistics
 import subprocess
 import sys
+from typing import Optional
 
 import common  # pylint: disable=g-bad-import-order
 from rlds_reverb import quiet  # pylint: disable=g-bad-import-order
@@ -203,8 +209,10 @@ def peak_rss(num_episodes: int, steps: int) -> float:
   return json.loads(output.stdout.strip().splitlines()[-1])['peak_rss_mib']
 
 
-def measure_shape(shape: str, repeats: int) -> None:
-  num_episodes, num_steps = SIZES[shape]
+def measure_shape(shape: str, repeats: int, num_episodes: Optional[int],
+                  with_tf_agents: bool) -> None:
+  default_episodes, num_steps = SIZES[shape]
+  num_episodes = num_episodes or default_episodes
   data = common.SHAPES[shape](num_episodes, num_steps).cache()
   spec = rlds_reverb.create_trajectory_data_spec(data)
   episodes = numpy_rows(data)
@@ -214,8 +222,8 @@ def measure_shape(shape: str, repeats: int) -> None:
   client = reverb.Client(f'localhost:{server.port}')
   push_rlds_reverb(data, client)  # Warm up: tracing, first iterator.
   tf_agents = push_tf_agents if shape == 'vector' else observe_tf_agents
-  rates = measure([
-      ('tf_agents', lambda: tf_agents(data, client)),
+  references = [('tf_agents', lambda: tf_agents(data, client))]
+  rates = measure(references[:int(with_tf_agents)] + [
       ('structured (pre-made rows)',
        lambda: push_raw_writer(episodes, client, spec)),
       ('chunked (pre-made rows)',
@@ -233,6 +241,8 @@ def measure_shape(shape: str, repeats: int) -> None:
   ours = rates['rlds_reverb.push']
   for name in ('tf_agents', 'structured (pre-made rows)',
                'chunked (pre-made rows)', 'rlds_reverb.push, read ahead'):
+    if name not in rates:
+      continue
     ratios = [a / b for a, b in zip(ours, rates[name])]
     print(f'rlds_reverb / {name:29s} {statistics.median(ratios):5.2f}x '
           f'(per round: {", ".join(f"{r:.2f}" for r in ratios)})')
@@ -250,6 +260,10 @@ def main():
   parser.add_argument('--steps', type=int, default=1000,
                       help='steps per episode of the RSS runs')
   parser.add_argument('--repeats', type=int, default=3)
+  parser.add_argument('--episodes', type=int,
+                      help='episodes of every shape (default: 50 vector, '
+                      '20 image)')
+  parser.add_argument('--skip-tf-agents', action='store_true')
   parser.add_argument('--skip-rss', action='store_true')
   parser.add_argument('--rss-child', type=int, help=argparse.SUPPRESS)
   args = parser.parse_args()
@@ -258,7 +272,8 @@ def main():
     return
   print(f'machine: {common.machine()}')
   for shape in args.shape:
-    measure_shape(shape, args.repeats)
+    measure_shape(shape, args.repeats, args.episodes,
+                  not args.skip_tf_agents)
   server = make_server(rlds_reverb.create_trajectory_data_spec(
       common.in_memory_rlds(1, 10)))
   fixed_seconds = fixed_cost(reverb.Client(f'localhost:{server.port}'),

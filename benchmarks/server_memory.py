@@ -26,9 +26,9 @@ rounds take turns across the tables so that they share the noise.
     python benchmarks/server_memory.py [--shape vector image] [--sweep] [--repeats 3]
     python benchmarks/server_memory.py --items episode
 
-Shapes: vector (D4RL halfcheetah: 108 B of data per step), image (RL
-Unplugged DMLab: 72x96x3 frames and scalars, 20,772 B per step), embedding
-(halfcheetah plus a 512-float vector, 2,156 B per step; for --sweep).
+Shapes: vector (D4RL halfcheetah: 103 B of data per step), image (RL
+Unplugged DMLab: 72x96x3 frames and scalars, 20,767 B per step), embedding
+(halfcheetah plus a 512-float vector, 2,151 B per step; for --sweep).
 """
 
 import argparse
