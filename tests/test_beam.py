@@ -138,7 +138,8 @@ def test_two_worker_processes_write_what_one_push_writes(dirs):
         'push', '--dataset', dirs['data'], '--server', server.address,
         '--table', 'beam', '--runner', 'DirectRunner',
         '--beam-option', 'direct_num_workers=2',
-        '--beam-option', 'direct_running_mode=multi_processing', '--json')
+        '--beam-option', 'direct_running_mode=multi_processing',
+        '--parts-per-file', '3', '--json')
     assert result.returncode == 0, result.stderr
     assert result.stderr == ''
     pushed = rlds_reverb.push(rlds_reverb.load(dirs['data']), server.address,

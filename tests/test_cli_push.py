@@ -29,6 +29,9 @@ USAGE_CASES = {
     'beam_option_alone': (
         ['--server', 'h:1', '--beam-option', 'direct_num_workers=2'],
         '--beam-option needs --runner'),
+    'parts_per_file_alone': (
+        ['--server', 'h:1', '--parts-per-file', '2'],
+        '--parts-per-file needs --runner'),
     'two_servers_one_process': (
         ['--server', 'h:1', '--server', 'h:2'],
         'several --server need --workers or --runner, which spread the data '

@@ -105,6 +105,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       type=options.key_value, metavar='KEY=VALUE',
                       help=('a Beam pipeline option for --runner, as '
                             '--KEY=VALUE; repeat'))
+  parser.add_argument('--parts-per-file', type=options.positive_int,
+                      default=None, metavar='K',
+                      help=('with --runner: read each record file in K '
+                            'parts (default: enough for 8 parts in all); a '
+                            'part is what a retried bundle writes again'))
   options.add_json_flag(parser, 'the counts')
 
 
@@ -132,6 +137,8 @@ def check_usage(args: argparse.Namespace) -> None:
        '--runner retries failed bundles instead of resuming; drop --resume'),
       (bool(args.beam_option) and not args.runner,
        '--beam-option needs --runner'),
+      (args.parts_per_file is not None and not args.runner,
+       '--parts-per-file needs --runner'),
       (len(args.server) > 1 and not (args.runner or args.workers > 1),
        'several --server need --workers or --runner, which spread the data '
        'over them'),

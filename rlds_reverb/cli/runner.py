@@ -24,7 +24,8 @@ def run(args: argparse.Namespace) -> int:
   result = beam.push(
       args.dataset, args.server, args.table, split=args.split,
       data_dir=args.data_dir, runner=args.runner, options=args.beam_option,
-      on_invalid=args.on_invalid, **push.settings_of(args))
+      on_invalid=args.on_invalid, parts_per_file=args.parts_per_file,
+      **push.settings_of(args))
   push.note_skipped([vars(episode) for episode in result.skipped])
   push.print_summary(push.summary_of(result), args.json)
   return output.EXIT_OK
