@@ -19,7 +19,7 @@ rates over chunk lengths and column sizes; the constants come from it:
     per-chunk overhead is gone (vector items: 4.4 KB at 2, 2.4 at 8, 2.0 at
     16, 1.8 at 32), with sampling as fast as Reverb's default or faster;
   * 8 KB per chunk: a 2 KB column sampled fastest in chunks of 4, 10%
-    slower in chunks of 8 (16 KB) for 3% less memory, 1.3-1.6x slower in
+    slower in chunks of 8 (16 KB) for 3-4% less memory, 1.3-1.6x slower in
     chunks of 32; 72x96x3 frames 0.76-0.82x as fast in chunks of 4 as of 2;
   * at least 2: a 2-step item then touches 1.5 chunks of a large column on
     average, as with Reverb's own writers (whose chunks hold at most 2
