@@ -1,7 +1,7 @@
-"""Reverb writers fed per-episode numpy blocks, flushed in bounded batches.
+"""The Reverb writer fed per-episode numpy blocks, flushed in bounded batches.
 
 Reverb's `append` and `create_item` never block and never report a lost
-server; only `flush(timeout_ms=...)` does. So every writer here:
+server; only `flush(timeout_ms=...)` does. So `SequenceWriter`:
   * flushes every F items, leaving pending only the items whose chunks are
     still open: never 50 unconfirmed items (Reverb's "alarmingly high"
     warning), memory bounded whatever the dataset's size, no chunk cut short;
@@ -14,7 +14,7 @@ server; only `flush(timeout_ms=...)` does. So every writer here:
     them (`columns`), and gives rows whose unknown dimensions differ from the
     first rows' a new Reverb writer, which would otherwise reject them.
 
-Items of every kind go through `SequenceWriter`:
+Items of every kind go through it, into
 Reverb's C++ trajectory writer with a constant chunk length per column
 (`chunks`), one stream of rows across episodes, so that chunks fill up
 whatever the episodes' lengths:
@@ -46,15 +46,14 @@ from rlds_reverb.write import items as items_lib
 from rlds_reverb.write import reverb_cpp
 from rlds_reverb.write import rows as rows_lib
 
-MAX_PENDING_ITEMS = chunks.MAX_PENDING_ITEMS
 CONFIRM_EVERY_ROWS = 4096
 
 # Writers given up after a timeout. Reverb's writers wait in their destructor,
 # without end, for items they could not deliver; kept here, they are not
 # destroyed (also not at exit) and nothing hangs. Each holds at most
-# MAX_PENDING_ITEMS items, which still reach the table if the server recovers
-# or the rate limiter lets them in; a writer that has delivered them all is
-# released at the next writer's start.
+# chunks.MAX_PENDING_ITEMS items, which still reach the table if the server
+# recovers or the rate limiter lets them in; a writer that has delivered them
+# all is released at the next writer's start.
 _ABANDONED = []
 
 
@@ -89,15 +88,24 @@ def _delivered_all(writer) -> bool:
   return True
 
 
-class _Writer:
-  """Shared checks, flushing and accounting.
+class SequenceWriter:
+  """Items of any plan, with chunks of our lengths; flushed and accounted.
 
-  Subclasses make the Reverb writer from the first rows (`_new_writer`),
-  append rows, make items, and finish a confirmation (`_confirm_call`).
+  For each row r of an episode that ends an item (`items.SequenceItems`,
+  `TransitionItems`, `EpisodeItems`), one item per table of the last
+  `item_length` rows (the last row alone, without a time axis, for squeezed
+  plans). Rows stream across episodes into Reverb's C++ trajectory writer
+  (`reverb_cpp`), made at the first rows, whose column i is chunked
+  `chunk_lengths[i]` (`chunks`, chosen from those rows).
   """
 
-  def __init__(self, tables: Sequence[str], spec_structure: Any, address: str,
-               timeout_s: float,
+  def __init__(self, client: reverb.Client, tables: Sequence[str],
+               spec_structure: Any,
+               item_plan: Union[items_lib.SequenceItems,
+                                items_lib.TransitionItems,
+                                items_lib.EpisodeItems],
+               priority: float, address: str, timeout_s: float,
+               chunk_length: chunks.ChunkLength = None,
                on_confirmed: Optional[Callable[[Progress], None]] = None):
     release_delivered_writers()
     self._columns = columns_lib.columns_of(spec_structure)
@@ -106,22 +114,68 @@ class _Writer:
     self._timeout_ms = max(1, int(timeout_s * 1000))
     self._timeout_s = timeout_s
     self._on_confirmed = on_confirmed
+    self._client = client
+    self._plan = item_plan
+    self._priority = float(priority)
+    self._stride = item_plan.stride_length
+    self._longest = chunks.max_chunk_length(len(self._tables), self._stride)
+    chunks.check_option(chunk_length, self._columns, self._longest)
+    self._chunk_length = chunk_length
+    self._squeeze = [bool(item_plan.squeeze)] * len(self._columns)
     self._writer = None  # Made at the first rows.
     self._row_shapes = None  # Fixed by the Reverb writer's first rows.
-    # Between flushes at most F + len(tables) - 1 items are added to the at
-    # most F left pending: 2F + len(tables) - 1 <= MAX_PENDING_ITEMS.
-    self._flush_every = max(1, (MAX_PENDING_ITEMS - len(self._tables) + 1) // 2)
+    self.chunk_lengths: Optional[List[int]] = None  # Chosen with it.
+    self._flush_every = None  # Items between flushes, for those lengths.
+    self._rows_in_chunks = 0  # Rows appended since the chunks last started.
     self._failure = None  # The ReverbTimeoutError that ended this writer.
     self._unflushed_items = 0
     self._unconfirmed_rows = 0
     self.progress = Progress()
+    if getattr(item_plan, 'end_of_episode', None) not in (
+        None, items_lib.EndOfEpisode.DROP):
+      columns_lib.check_rows(
+          self._columns,
+          rows_lib.pad_columns(columns_lib.empty_block(spec_structure), 1),
+          'the pad row that ends padded episodes')
 
-  def _new_writer(self, columns: Sequence[np.ndarray]):
-    raise NotImplementedError
+  def write_episode(self, block, episode: Any = None) -> None:
+    """Appends one episode's rows (a numpy nest, each leaf [T, ...]).
 
-  def _confirm_call(self, timeout_ms: int) -> None:
-    """Blocks until every item is confirmed (or raises after `timeout_ms`)."""
-    self._writer.flush(0, timeout_ms=timeout_ms)
+    `episode` (its position in the data) names it in errors.
+    """
+    columns = rows_lib.flat_columns(block)
+    num_steps = len(columns[0])
+    plan = self._plan.plan(num_steps)
+    if plan.num_pad_rows:
+      pad = rows_lib.pad_columns(block, plan.num_pad_rows)
+      columns = [np.concatenate([c, p]) for c, p in zip(columns, pad)]
+    self._prepare(columns, episode)
+    num_rows = len(columns[0])
+    if len(plan.item_ends):  # pylint: disable=g-explicit-length-test
+      self._append_rows(columns, plan.item_ends,
+                        self._plan.item_length(num_steps))
+    self._episode_done(num_steps, num_rows)
+
+  def confirm(self) -> Progress:
+    """Blocks until the server confirmed every item written so far.
+
+    Ends Reverb's episode: the open chunks are finalized.
+    """
+    if self._writer is not None or self._failure is not None:
+      self._wait(self._end_episode)
+    self._unflushed_items = 0
+    self._unconfirmed_rows = 0
+    self.progress.confirmed_episodes = self.progress.episodes
+    self.progress.confirmed_items = self.progress.items
+    if self._on_confirmed is not None:
+      self._on_confirmed(dataclasses.replace(self.progress))
+    return self.progress
+
+  def close(self) -> Progress:
+    """Confirms everything, then releases the writer."""
+    progress = self.confirm()
+    self._release()
+    return progress
 
   def _prepare(self, columns: Sequence[np.ndarray], episode: Any) -> None:
     """Checks rows before they are appended; a writer that takes them.
@@ -141,106 +195,6 @@ class _Writer:
       self._writer = self._new_writer(columns)
     self._row_shapes = row_shapes
 
-  def _flush_points(self, items_per_row: np.ndarray) -> np.ndarray:
-    """Rows after which to flush, given how many items each row creates."""
-    if not len(items_per_row):  # pylint: disable=g-explicit-length-test
-      return np.zeros(0, bool)
-    totals = self._unflushed_items + np.cumsum(items_per_row)
-    crossings = totals // self._flush_every
-    self._unflushed_items = int(totals[-1] - crossings[-1] * self._flush_every)
-    self.progress.items += int(items_per_row.sum())
-    return np.diff(crossings, prepend=0) > 0
-
-  def _episode_done(self, num_trajectories: int, num_rows: int) -> None:
-    self.progress.episodes += 1
-    self.progress.trajectories += num_trajectories
-    self._unconfirmed_rows += num_rows
-    if self._unconfirmed_rows >= CONFIRM_EVERY_ROWS:
-      self.confirm()
-
-  def confirm(self) -> Progress:
-    """Blocks until the server confirmed every item written so far."""
-    if self._writer is not None or self._failure is not None:
-      self._wait(self._confirm_call)
-    self._unflushed_items = 0
-    self._unconfirmed_rows = 0
-    self.progress.confirmed_episodes = self.progress.episodes
-    self.progress.confirmed_items = self.progress.items
-    if self._on_confirmed is not None:
-      self._on_confirmed(dataclasses.replace(self.progress))
-    return self.progress
-
-  def _flush(self, block_until_num_items: int) -> None:
-    self._wait(functools.partial(self._writer.flush, block_until_num_items))
-
-  def _wait(self, blocking_call) -> None:
-    """`blocking_call(timeout_ms=...)`; a timeout ends this writer."""
-    if self._failure is not None:
-      raise self._failure
-    try:
-      blocking_call(timeout_ms=self._timeout_ms)
-    except reverb.errors.DeadlineExceededError as e:
-      tables = ', '.join(repr(t) for t in self._tables)
-      self._failure = ReverbTimeoutError(
-          f'Reverb server at {self._address} did not confirm items for table '
-          f'{tables} within {self._timeout_s:g} s: the server is down or '
-          f"unreachable, or the table's rate limiter blocks inserts. "
-          f'Confirmed before: '
-          f'{wording.count(self.progress.confirmed_episodes, "episode")}, '
-          f'{wording.count(self.progress.confirmed_items, "item")}.')
-      _ABANDONED.append(self._writer)
-      self._writer = None
-      raise self._failure from e
-
-  def close(self) -> Progress:
-    """Confirms everything, then releases the writer."""
-    progress = self.confirm()
-    self._release()
-    return progress
-
-  def _release(self) -> None:
-    """Closes the writer; call only when it holds nothing unconfirmed."""
-    if self._writer is not None:
-      self._writer.close()
-    self._writer = None
-
-
-class SequenceWriter(_Writer):
-  """Items of any plan, with chunks of our lengths.
-
-  For each row r of an episode that ends an item (`items.SequenceItems`,
-  `TransitionItems`, `EpisodeItems`), one item per table of the last
-  `item_length` rows (the last row alone, without a time axis, for squeezed
-  plans). Rows stream across episodes into Reverb's C++ trajectory writer
-  (`reverb_cpp`), whose column i is chunked `chunk_lengths[i]` (`chunks`,
-  chosen at the first rows).
-  """
-
-  def __init__(self, client: reverb.Client, tables: Sequence[str],
-               spec_structure: Any,
-               item_plan: Union[items_lib.SequenceItems,
-                                items_lib.TransitionItems,
-                                items_lib.EpisodeItems],
-               priority: float, address: str, timeout_s: float,
-               chunk_length: chunks.ChunkLength = None, **kwargs):
-    super().__init__(tables, spec_structure, address, timeout_s, **kwargs)
-    self._client = client
-    self._plan = item_plan
-    self._priority = float(priority)
-    self._stride = item_plan.stride_length
-    self._longest = chunks.max_chunk_length(len(self._tables), self._stride)
-    chunks.check_option(chunk_length, self._columns, self._longest)
-    self._chunk_length = chunk_length
-    self._squeeze = [bool(item_plan.squeeze)] * len(self._columns)
-    self._rows_in_chunks = 0  # Rows appended since the chunks last started.
-    self.chunk_lengths: Optional[List[int]] = None
-    if getattr(item_plan, 'end_of_episode', None) not in (
-        None, items_lib.EndOfEpisode.DROP):
-      columns_lib.check_rows(
-          self._columns,
-          rows_lib.pad_columns(columns_lib.empty_block(spec_structure), 1),
-          'the pad row that ends padded episodes')
-
   def _new_writer(self, columns: Sequence[np.ndarray]):
     self.chunk_lengths = chunks.lengths(self._columns, columns,
                                         self._chunk_length, self._longest)
@@ -249,29 +203,6 @@ class SequenceWriter(_Writer):
     self._rows_in_chunks = 0
     return reverb_cpp.ChunkedWriter(self._client, self.chunk_lengths,
                                     self._plan.max_item_length)
-
-  def _confirm_call(self, timeout_ms: int) -> None:
-    """Ends Reverb's episode: finalizes the open chunks, waits for items."""
-    self._writer.end_episode(timeout_ms=timeout_ms)
-    self._rows_in_chunks = 0
-
-  def write_episode(self, block, episode: Any = None) -> None:
-    """Appends one episode's rows (a numpy nest, each leaf [T, ...]).
-
-    `episode` (its position in the data) names it in errors.
-    """
-    columns = rows_lib.flat_columns(block)
-    num_steps = len(columns[0])
-    plan = self._plan.plan(num_steps)
-    if plan.num_pad_rows:
-      pad = rows_lib.pad_columns(block, plan.num_pad_rows)
-      columns = [np.concatenate([c, p]) for c, p in zip(columns, pad)]
-    self._prepare(columns, episode)
-    num_rows = len(columns[0])
-    if len(plan.item_ends):  # pylint: disable=g-explicit-length-test
-      self._append_rows(columns, plan.item_ends,
-                        self._plan.item_length(num_steps))
-    self._episode_done(num_steps, num_rows)
 
   def _append_rows(self, columns: Sequence[np.ndarray],
                    item_ends: np.ndarray, length: int) -> None:
@@ -295,6 +226,16 @@ class SequenceWriter(_Writer):
         self._flush_closed_chunks(rows_done)
     self._rows_in_chunks += num_rows
 
+  def _flush_points(self, items_per_row: np.ndarray) -> np.ndarray:
+    """Rows after which to flush, given how many items each row creates."""
+    if not len(items_per_row):  # pylint: disable=g-explicit-length-test
+      return np.zeros(0, bool)
+    totals = self._unflushed_items + np.cumsum(items_per_row)
+    crossings = totals // self._flush_every
+    self._unflushed_items = int(totals[-1] - crossings[-1] * self._flush_every)
+    self.progress.items += int(items_per_row.sum())
+    return np.diff(crossings, prepend=0) > 0
+
   def _flush_closed_chunks(self, rows_this_episode: int) -> None:
     """Flushes the items whose chunks are all full; keeps the others pending.
 
@@ -305,7 +246,44 @@ class SequenceWriter(_Writer):
     rows = self._rows_in_chunks + rows_this_episode
     open_rows = max(rows % length for length in self.chunk_lengths)
     keep = len(self._tables) * math.ceil(open_rows / self._stride)
-    self._flush(keep)
+    self._wait(functools.partial(self._writer.flush, keep))
+
+  def _episode_done(self, num_trajectories: int, num_rows: int) -> None:
+    self.progress.episodes += 1
+    self.progress.trajectories += num_trajectories
+    self._unconfirmed_rows += num_rows
+    if self._unconfirmed_rows >= CONFIRM_EVERY_ROWS:
+      self.confirm()
+
+  def _end_episode(self, timeout_ms: int) -> None:
+    """Finalizes the open chunks, waits for every item."""
+    self._writer.end_episode(timeout_ms=timeout_ms)
+    self._rows_in_chunks = 0
+
+  def _wait(self, blocking_call) -> None:
+    """`blocking_call(timeout_ms=...)`; a timeout ends this writer."""
+    if self._failure is not None:
+      raise self._failure
+    try:
+      blocking_call(timeout_ms=self._timeout_ms)
+    except reverb.errors.DeadlineExceededError as e:
+      tables = ', '.join(repr(t) for t in self._tables)
+      self._failure = ReverbTimeoutError(
+          f'Reverb server at {self._address} did not confirm items for table '
+          f'{tables} within {self._timeout_s:g} s: the server is down or '
+          f"unreachable, or the table's rate limiter blocks inserts. "
+          f'Confirmed before: '
+          f'{wording.count(self.progress.confirmed_episodes, "episode")}, '
+          f'{wording.count(self.progress.confirmed_items, "item")}.')
+      _ABANDONED.append(self._writer)
+      self._writer = None
+      raise self._failure from e
+
+  def _release(self) -> None:
+    """Closes the writer; call only when it holds nothing unconfirmed."""
+    if self._writer is not None:
+      self._writer.close()
+    self._writer = None
 
 
 def _place(episode: Any) -> str:
