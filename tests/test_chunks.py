@@ -86,6 +86,8 @@ CHUNK_CASES = {
     'rule': (None, ('t',), 1,
              {'observation/frame': 2, 'observation/state': 32}),
     'one_int': (8, ('t',), 1, {'observation/frame': 8, 'reward': 8}),
+    'numpy_int': (np.int64(8), ('t',), 1,
+                  {'observation/frame': 8, 'reward': 8}),
     'by_path_and_prefix': ({'observation': 4, 'observation/frame': 2}, ('t',),
                            1, {'observation/frame': 2, 'observation/state': 4,
                                'reward': 32}),

@@ -136,8 +136,8 @@ def rule(bytes_per_step: float, longest: int = MAX_CHUNK_LENGTH) -> int:
 
 def _chosen(chunk_length: ChunkLength, path: str) -> Optional[int]:
   """The option's length for `path`: the longest matching key wins."""
-  if chunk_length is None or isinstance(chunk_length, int):
-    return chunk_length
+  if not isinstance(chunk_length, Mapping):  # None, or one checked int.
+    return None if chunk_length is None else int(chunk_length)
   matching = [key for key in chunk_length if _covers(key, path)]
   if not matching:
     return None
