@@ -133,9 +133,9 @@ def _push_shard(dataset, split, data_dir, shard, server, tables, on_invalid,
         on_invalid, resume)
   except Exception as e:  # pylint: disable=broad-except
     return ShardOutcome(
-        source.shard_text(), error=_one_line(str(e)),
+        source.shard_text(), error=wording.one_line(str(e)),
         error_type=type(e).__name__,
-        notes=tuple(_one_line(note) for note in getattr(e, '__notes__', ())))
+        notes=tuple(wording.one_line(note) for note in getattr(e, '__notes__', ())))
   return ShardOutcome(source.shard_text(), result=dataclasses.asdict(result))
 
 
@@ -156,7 +156,3 @@ def failure_text(outcome: ShardOutcome, with_type: bool = False) -> str:
   kind = f'{outcome.error_type}: ' if with_type else ''
   return ' '.join([f'shard {outcome.shard}: {kind}{outcome.error}',
                    *outcome.notes])
-
-
-def _one_line(text: str) -> str:
-  return ' '.join(text.split())

@@ -1,4 +1,4 @@
-"""How counts read in messages: '1 episode', '2 episodes', '0 items'."""
+"""How messages read: counts ('1 episode', '2 episodes'), text on one line."""
 
 from typing import Optional
 
@@ -13,3 +13,8 @@ def noun(number: int, singular: str, plural: Optional[str] = None) -> str:
   if number == 1:
     return singular
   return plural or f'{singular}s'
+
+
+def one_line(text: str) -> str:
+  """`text` with every run of whitespace, newlines too, as one space."""
+  return ' '.join(text.split())

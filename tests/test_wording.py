@@ -1,4 +1,4 @@
-"""Counts in messages: singular for exactly one."""
+"""Messages: counts singular for exactly one; text on one line."""
 
 import pytest
 
@@ -21,3 +21,8 @@ def test_count(number, singular, plural, text):
 
 def test_noun_alone():
   assert [wording.noun(n, 'it', 'them') for n in (1, 2)] == ['it', 'them']
+
+
+def test_one_line():
+  assert wording.one_line('  Cannot read\n  x.tfrecord:\tcorrupt  ') == (
+      'Cannot read x.tfrecord: corrupt')

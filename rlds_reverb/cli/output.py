@@ -12,6 +12,7 @@ import sys
 from typing import Any, Dict, List, Optional, Sequence
 
 from rlds_reverb import errors
+from rlds_reverb import wording
 
 PROG = 'rlds-reverb'
 
@@ -45,7 +46,7 @@ class CliError(Exception):
 def error_line(error: BaseException) -> str:
   """One line for `error`: its message and notes, TF's node dumps dropped."""
   parts = [_message(error)] + list(getattr(error, '__notes__', ()))
-  return ' '.join(_one_line(part) for part in parts)
+  return ' '.join(wording.one_line(part) for part in parts)
 
 
 def error_text(error: BaseException) -> str:
@@ -57,8 +58,8 @@ def error_text(error: BaseException) -> str:
   """
   if not isinstance(error, _NOTES_PER_FIELD):
     return error_line(error)
-  return with_details(_one_line(_message(error)),
-                      [_one_line(note)
+  return with_details(wording.one_line(_message(error)),
+                      [wording.one_line(note)
                        for note in getattr(error, '__notes__', ())])
 
 
@@ -74,10 +75,6 @@ def with_details(summary: str, details: Sequence[str]) -> str:
 
 def _message(error: BaseException) -> str:
   return _op_error_text(error) or str(error) or type(error).__name__
-
-
-def _one_line(text: str) -> str:
-  return ' '.join(text.split())
 
 
 def _op_error_text(error: BaseException) -> Optional[str]:
