@@ -71,6 +71,15 @@ def timed(fn, repeats: int):
   return statistics.median(seconds), result
 
 
+def proc_status_bytes(key: str, pid='self') -> int:
+  """A memory figure of /proc/PID/status ('VmRSS', 'VmHWM'), in bytes."""
+  with open(f'/proc/{pid}/status', encoding='ascii') as f:
+    for line in f:
+      if line.startswith(f'{key}:'):
+        return int(line.split()[1]) * 1024
+  raise RuntimeError(f'no {key} in /proc/{pid}/status')
+
+
 def machine() -> str:
   return (f'{platform.machine()}, {os.cpu_count()} cores, Python '
           f'{platform.python_version()}, TensorFlow {tf.__version__}')

@@ -82,7 +82,12 @@ def push_tf_agents(data, client) -> None:
 
 def observe_tf_agents(data, client) -> None:
   """TF-Agents' observer, fed our trajectories (nested observations)."""
-  observer = reverb_utils.ReverbAddTrajectoryObserver(client, TABLE, 2)
+  feed_observer(reverb_utils.ReverbAddTrajectoryObserver(client, TABLE, 2),
+                data)
+
+
+def feed_observer(observer, data) -> None:
+  """`observer` called on each of our trajectories of `data`, then flushed."""
   for entry in rlds_reverb.convert_rlds_to_trajectories(data):
     observer(entry)
   observer.flush()
@@ -195,11 +200,7 @@ def peak_rss_of_this_process() -> int:
   Not `getrusage(...).ru_maxrss`: Linux carries that over `exec` from the
   forking parent, whose peak (gigabytes of frames) it would report.
   """
-  with open('/proc/self/status', encoding='ascii') as f:
-    for line in f:
-      if line.startswith('VmHWM:'):
-        return int(line.split()[1]) * 1024
-  raise RuntimeError('no VmHWM in /proc/self/status')
+  return common.proc_status_bytes('VmHWM')
 
 
 def peak_rss(num_episodes: int, steps: int) -> float:

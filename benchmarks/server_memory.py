@@ -103,11 +103,7 @@ class ServerProcess:
   def rss_bytes(self) -> int:
     """Resident memory after the server settles (items arrive async)."""
     time.sleep(1.0)
-    with open(f'/proc/{self._process.pid}/status', encoding='ascii') as f:
-      for line in f:
-        if line.startswith('VmRSS:'):
-          return int(line.split()[1]) * 1024
-    raise RuntimeError('no VmRSS')
+    return common.proc_status_bytes('VmRSS', self._process.pid)
 
   def checkpoint_bytes(self) -> int:
     path = self.client.checkpoint()
@@ -125,17 +121,13 @@ class ServerProcess:
 
 def write_tf_agents(data, client) -> None:
   observer = reverb_utils.ReverbAddTrajectoryObserver(client, TABLE, 2)
-  for entry in rlds_reverb.convert_rlds_to_trajectories(data):
-    observer(entry)
-  observer.flush()
+  push_throughput.feed_observer(observer, data)
   observer.close()
 
 
 def write_tf_agents_episodes(data, client, max_length: int) -> None:
   observer = reverb_utils.ReverbAddEpisodeObserver(client, TABLE, max_length)
-  for entry in rlds_reverb.convert_rlds_to_trajectories(data):
-    observer(entry)
-  observer.flush()
+  push_throughput.feed_observer(observer, data)
   observer.close()
 
 
