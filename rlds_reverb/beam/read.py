@@ -9,9 +9,10 @@
 A part reads its file from the start, skipping (not parsing) the records
 before its range: `parts_per_file=k` reads within files in parallel at the
 cost of reading each file's head up to k times. By default a split of few
-files is cut into at least `MIN_PARTS` parts, so that workers share it. `position` is the episode's
-place in `rlds_reverb.load(SRC, split)`'s order, so errors, the skipped list
-and server assignment name episodes as every other entry point does.
+files is cut into at least `MIN_PARTS` parts, so that workers share it.
+`position` is the episode's place in `rlds_reverb.load(SRC, split)`'s
+order, so errors, the skipped list and server assignment name episodes as
+every other entry point does.
 
 TFDS's own `tfds.beam.ReadFromTFDS` reads the same parts, but gives no
 positions, pickles the builder, and needs `SkipDecoding` on the nested steps
@@ -85,10 +86,24 @@ class ReadEpisodes(beam.PTransform):
 def plan_parts(src, split: str = 'train', data_dir: Optional[str] = None,
                parts_per_file: Optional[int] = None) -> List[Part]:
   """The parts of `split` of each source, in read order; reads no records."""
+  ranges = _ranges(src, split, data_dir)
   if parts_per_file is None:
-    files = len(plan_parts(src, split, data_dir, 1))
+    files = sum(1 for _, _, first, last, lengths in ranges
+                for _ in _pieces(first, last, lengths, 1))
     parts_per_file = -(-MIN_PARTS // max(files, 1))
   parts, position = [], 0
+  for source, split_name, first, last, shard_lengths in ranges:
+    for start, end in _pieces(first, last, shard_lengths, parts_per_file):
+      parts.append(Part(source, data_dir, split_name, start, end, position))
+      position += end - start
+  return parts
+
+
+def _ranges(src, split: str, data_dir: Optional[str]
+            ) -> List[Tuple[str, str, int, int, Sequence[int]]]:
+  """(source, split name, first, end, record files' lengths) of each range
+  that `split` reads, in order; from the builders' dataset info alone."""
+  ranges = []
   for source, builder in sources.builders(src, data_dir):
     instructions = tfds.core.ReadInstruction.from_spec(split).to_absolute(
         builder.info.splits)
@@ -96,11 +111,9 @@ def plan_parts(src, split: str = 'train', data_dir: Optional[str] = None,
       shard_lengths = builder.info.splits[instruction.splitname].shard_lengths
       first = instruction.from_ or 0  # None: from the start, to the end.
       last = sum(shard_lengths) if instruction.to is None else instruction.to
-      for start, end in _pieces(first, last, shard_lengths, parts_per_file):
-        parts.append(Part(source, data_dir, instruction.splitname, start,
-                          end, position))
-        position += end - start
-  return parts
+      ranges.append((source, instruction.splitname, first, last,
+                     shard_lengths))
+  return ranges
 
 
 def _pieces(start: int, end: int, shard_lengths: Sequence[int],
@@ -129,8 +142,9 @@ def read_part(part: Part) -> Iterator[Episode]:
 def numpy_episodes(rlds_data: tf.data.Dataset) -> Iterator[Dict[str, Any]]:
   """Each episode with its steps as [T, ...] arrays; empty ones too."""
   dense = rlds_data.interleave(
-      functools.partial(_dense_episode,
-                        empty=_empty_steps(specs.steps_spec(rlds_data))),
+      functools.partial(
+          _dense_episode,
+          empty=episodes_lib.zero_steps(specs.steps_spec(rlds_data), 0)),
       cycle_length=2, num_parallel_calls=2, deterministic=True)
   return dense.prefetch(2).as_numpy_iterator()
 
@@ -149,12 +163,3 @@ def _dense_episode(episode, empty) -> tf.data.Dataset:
 
 def _with_metadata(steps, metadata):
   return {fields.STEPS: steps, **metadata}
-
-
-def _empty_steps(step_spec) -> Dict[str, Any]:
-  """Steps of an episode without steps: [0, ...], unknown dimensions 0."""
-  return tf.nest.map_structure(_no_rows, step_spec)
-
-
-def _no_rows(spec: tf.TensorSpec) -> tf.Tensor:
-  return tf.zeros([0] + [d or 0 for d in spec.shape.as_list()], spec.dtype)

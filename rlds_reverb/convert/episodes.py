@@ -62,7 +62,7 @@ def dense_episodes(
       tf.data.Dataset.from_tensors(
           (tf.constant(_PAD_INDEX, tf.int64), _pad_steps(step_spec))))
   initial = (False, tf.constant(_PAD_INDEX, tf.int64),
-             _zero_steps(step_spec, 0))
+             zero_steps(step_spec, 0))
   return with_pad.scan(initial, _hold_back).filter(_is_held).map(_as_dense)
 
 
@@ -90,8 +90,8 @@ def _dense_episode(index, episode) -> tf.data.Dataset:
       episode[fields.STEPS].batch(WHOLE_EPISODE)))
 
 
-def _zero_steps(step_spec: Dict[str, Any], length: int) -> Dict[str, Any]:
-  """`length` zero-valued steps; unknown dimensions become 0."""
+def zero_steps(step_spec: Dict[str, Any], length: int) -> Dict[str, Any]:
+  """`length` zero-valued steps, [length, ...]; unknown dimensions become 0."""
   def zeros(spec):
     shape = [length] + [dim if dim is not None else 0
                         for dim in spec.shape.as_list()]
@@ -101,7 +101,7 @@ def _zero_steps(step_spec: Dict[str, Any], length: int) -> Dict[str, Any]:
 
 def _pad_steps(step_spec: Dict[str, Any]) -> Dict[str, Any]:
   """One zero step with is_first=True, with a time axis: what ends the data."""
-  pad = _zero_steps(step_spec, 1)
+  pad = zero_steps(step_spec, 1)
   pad[fields.IS_FIRST] = tf.ones([1], tf.bool)
   return pad
 
