@@ -78,9 +78,11 @@ class CapacityWarning(UserWarning):
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-  """Which items a push writes and how long it waits for the server.
+  """Which items a push writes, from which data, and how long it waits.
 
   `end_of_episode` may be given as its value ('drop', 'pad', 'tile').
+  `strict` refuses data without `discount` or `reward`, or with one-element
+  discounts or flags, instead of reading them with defaults (`StepFormat`).
   """
   sequence_length: int = 2
   stride_length: int = 1
@@ -88,6 +90,7 @@ class Settings:
   end_of_episode: items_lib.EndOfEpisode = items_lib.EndOfEpisode.DROP
   timeout: float = write_push.DEFAULT_TIMEOUT_S
   chunk_length: chunks.ChunkLength = None
+  strict: bool = False
 
   def __post_init__(self):
     object.__setattr__(self, 'end_of_episode',
@@ -137,6 +140,8 @@ class Plan:
   steps: Optional[int]
   warnings: Tuple[str, ...]
   state: resume_lib.State
+  # Fields read otherwise than stored (`StepFormat.notes`).
+  notes: Tuple[str, ...] = ()
 
 
 def push(
@@ -154,6 +159,7 @@ def push(
     on_invalid: Union[str, OnInvalid] = OnInvalid.RAISE,
     resume: Optional[str] = None,
     on_confirmed: Optional[Callable[[Any], None]] = None,
+    strict: bool = False,
 ) -> PushResult:
   """Checks, then writes `rlds_data` as fixed-length trajectory items.
 
@@ -181,10 +187,14 @@ def push(
       again with the same data and arguments, the push skips the episodes it
       says were confirmed.
     on_confirmed: called with the writer's `Progress` after each confirmation.
+    strict: refuse data without `discount` or `reward`, or with a discount
+      or flag of shape (1,), as TF-Agents does; else they are read with
+      defaults (1.0, 0.0) and as scalars, and `notes` says so.
 
   Returns:
     A `PushResult` of confirmed counts, with the episodes left out
-    (`skipped`), the capacity warnings, and what a resume file skipped.
+    (`skipped`), the capacity warnings, what a resume file skipped, and
+    `notes` on fields read otherwise than stored.
 
   Raises:
     StepSpecError, ValueError (a bad chunk_length or on_invalid),
@@ -197,7 +207,7 @@ def push(
   job = CheckedPush(
       rlds_data, server, tables,
       Settings(sequence_length, stride_length, priority, end_of_episode,
-               timeout, chunk_length),
+               timeout, chunk_length, strict),
       on_invalid=on_invalid, resume=resume, policy_info_fn=policy_info_fn)
   for message in job.check().warnings:
     warnings.warn(message, CapacityWarning, stacklevel=2)
@@ -246,8 +256,8 @@ class CheckedPush:
 
   def check(self) -> Plan:
     """Everything before writing; raises if the push must not start."""
-    spec = specs.trajectory_spec(specs.steps_spec(self._data),
-                                 self._policy_info_fn)
+    step_format = specs.step_format(self._data, self._settings.strict)
+    spec = specs.trajectory_spec(step_format.spec, self._policy_info_fn)
     chunks.check_option(
         self._settings.chunk_length, columns.columns_of(spec),
         chunks.max_chunk_length(len(self._tables),
@@ -258,6 +268,8 @@ class CheckedPush:
       self._plan = Plan((), None, (), self._state(None))
     else:
       self._plan = self._plan_from(self._read_ahead())
+    self._plan = dataclasses.replace(self._plan,
+                                     notes=tuple(step_format.notes()))
     return self._plan
 
   def _plan_from(self, report: validation.Report) -> Plan:
@@ -279,7 +291,7 @@ class CheckedPush:
     plan = self._plan or self.check()
     done = plan.state.confirmed_episodes
     found = dict(resumed_after_episodes=done, skipped=plan.skipped,
-                 warnings=plan.warnings)
+                 warnings=plan.warnings, notes=plan.notes)
     if plan.state.complete:
       return PushResult(0, 0, 0, 0.0, len(plan.skipped), **found)
     recorder = (resume_lib.Recorder(self._resume, plan.state)
@@ -310,7 +322,7 @@ class CheckedPush:
         policy_info_fn=self._policy_info_fn, timeout=settings.timeout,
         chunk_length=settings.chunk_length,
         on_confirmed=functools.partial(_call_each, callbacks),
-        table_infos=self._infos)
+        table_infos=self._infos, strict=settings.strict)
 
   def _read_ahead(self) -> validation.Report:
     """Reads every episode before writing: a corrupt record fails here."""

@@ -65,7 +65,8 @@ def push_shards(dataset: Union[str, Sequence[str]],
     resume: as for `push`; shard i of N keeps its own file,
       'STATE.json' -> 'STATE.i-of-N.json'.
     **push_options: `push`'s item and timeout settings (sequence_length,
-      stride_length, priority, end_of_episode, timeout, chunk_length).
+      stride_length, priority, end_of_episode, timeout, chunk_length,
+      strict).
 
   Returns:
     A `PushResult` whose counts are the sums over shards, whose `seconds` is
@@ -95,7 +96,7 @@ def push_shards(dataset: Union[str, Sequence[str]],
       seconds=time.perf_counter() - start,
       **{name: total[name] for name in SUMMED},
       skipped=tuple(SkippedEpisode(**episode) for episode in total['skipped']),
-      warnings=tuple(total['warnings']))
+      warnings=tuple(total['warnings']), notes=tuple(total['notes']))
 
 
 def run_shards(dataset, server, tables, *, workers: int, split: str = 'train',
@@ -141,13 +142,16 @@ def _push_shard(dataset, split, data_dir, shard, server, tables, on_invalid,
 
 def summed(outcomes: Sequence[ShardOutcome]) -> Dict[str, Any]:
   """The counts of the shards that succeeded, added; skips and warnings
-  (as dicts and strings) name their shard."""
+  (as dicts and strings) name their shard; notes on the data's fields, the
+  same for every shard, once."""
   done = [o for o in outcomes if o.result is not None]
   total = {name: sum(o.result[name] for o in done) for name in SUMMED}
   total['skipped'] = [{**episode, 'shard': o.shard}
                       for o in done for episode in o.result['skipped']]
   total['warnings'] = [f'shard {o.shard}: {message}'
                        for o in done for message in o.result['warnings']]
+  total['notes'] = list(dict.fromkeys(
+      note for o in done for note in o.result['notes']))
   return total
 
 

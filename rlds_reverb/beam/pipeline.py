@@ -11,6 +11,7 @@ What `rlds-reverb push --runner` runs. A failed pipeline is one
 raised (the runner's own message is a page of tracebacks).
 """
 
+import dataclasses
 import json
 import re
 import time
@@ -36,7 +37,7 @@ def push(src: Union[str, Sequence[str]], server: Union[str, Sequence[str]],
          tables: Union[str, Sequence[str]], *, split: str = 'train',
          data_dir: Optional[str] = None, runner: str = 'DirectRunner',
          options: Sequence[Tuple[str, str]] = (), on_invalid: str = 'raise',
-         parts_per_file: Optional[int] = None,
+         parts_per_file: Optional[int] = None, strict: bool = False,
          **push_options) -> PushResult:
   """Pushes `src` with a Beam pipeline on `runner`; the counters' sums.
 
@@ -48,20 +49,22 @@ def push(src: Union[str, Sequence[str]], server: Union[str, Sequence[str]],
     options: pipeline options as (key, value): ('direct_num_workers', '2').
     on_invalid: 'raise' or 'skip' (`WriteToReverb`).
     parts_per_file: `ReadEpisodes`' parts per record file.
+    strict: as for `rlds_reverb.push`.
     **push_options: sequence_length, stride_length, end_of_episode, priority,
       timeout, chunk_length.
 
   Returns:
     A `PushResult` of the committed counters (a retried bundle counts once,
     though the table may hold its first attempt's items too); `seconds` is
-    the pipeline's wall time; `skipped` the episodes left out.
+    the pipeline's wall time; `skipped` the episodes left out; `notes` the
+    fields read otherwise than stored.
 
   Raises:
     SourceError, StepSpecError: while building the pipeline.
     PipelineFailedError: the pipeline failed; says why.
   """
   episodes = read.ReadEpisodes(src, split, data_dir,
-                               parts_per_file=parts_per_file)
+                               parts_per_file=parts_per_file, strict=strict)
   writer = write.WriteToReverb(server, tables, on_invalid=on_invalid,
                                step_spec=episodes.step_spec, **push_options)
   pipeline = beam.Pipeline(runner=runner, options=PipelineOptions(
@@ -69,7 +72,9 @@ def push(src: Union[str, Sequence[str]], server: Union[str, Sequence[str]],
   _ = pipeline | 'ReadEpisodes' >> episodes | 'WriteToReverb' >> writer
   start = time.perf_counter()
   result = _run(pipeline, runner)
-  return _result_of(result.metrics(), time.perf_counter() - start)
+  return dataclasses.replace(
+      _result_of(result.metrics(), time.perf_counter() - start),
+      notes=tuple(episodes.step_format.notes()))
 
 
 def _run(pipeline: beam.Pipeline, runner: str):

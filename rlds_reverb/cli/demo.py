@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
   if args.dataset is None:
     args.dataset = [sources.BUNDLED]
   rlds_data = options.load(args)
-  _, spec = options.step_and_trajectory_spec(rlds_data)
+  step_format, spec = options.step_format(args, rlds_data)
   report = validation.validate(rlds_data)
   if report.problems:
     first = report.problems[0]
@@ -58,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
   print(f"dataset   {' '.join(args.dataset)} (split {args.split}): "
         f'{wording.count(report.episodes, "episode")}, '
         f'{wording.count(report.steps, "step")}, valid')
+  for message in step_format.notes():
+    print(f'note      {message}')
   print(f'spec      {output.spec_text(spec)}')
 
   server = reverb.Server([_table(reverb, specs.table_signature(spec),

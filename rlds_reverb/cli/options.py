@@ -21,6 +21,11 @@ def add_dataset_arguments(parser: argparse.ArgumentParser,
                       help='TFDS split to read (default: %(default)s)')
   parser.add_argument('--data-dir', default=None, metavar='DIR',
                       help='TFDS data_dir for catalog names')
+  parser.add_argument('--strict', action='store_true',
+                      help=('refuse steps without discount or reward, or '
+                            'with a discount or flag of shape (1,), as '
+                            "TF-Agents does (default: read them with "
+                            'defaults and as scalars, and say so)'))
 
 
 def add_json_flag(parser: argparse.ArgumentParser, what: str) -> None:
@@ -44,6 +49,21 @@ def load(args: argparse.Namespace, shard=None):
                         shard=shard)
   except (RldsReverbError, OSError, ValueError) as e:
     raise CliError(error_line(e), EXIT_USAGE) from e
+
+
+def step_format(args: argparse.Namespace, rlds_data):
+  """The dataset's `StepFormat` (refusing defaults with --strict), and its
+  trajectory spec; an unusable step spec is a usage error naming the dataset.
+  """
+  from rlds_reverb import sources  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb import specs  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.errors import StepSpecError  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  try:
+    found = specs.step_format(rlds_data, strict=args.strict)
+  except StepSpecError as e:
+    name = sources.describe(args.dataset, args.data_dir)
+    raise CliError(f'{name}: {error_line(e)}', EXIT_USAGE) from e
+  return found, specs.trajectory_spec(found.spec)
 
 
 def step_and_trajectory_spec(rlds_data):

@@ -18,6 +18,7 @@ from rlds_reverb import wording
 from rlds_reverb.cli import options
 from rlds_reverb.cli import output
 from rlds_reverb.cli import progress as progress_lib
+from rlds_reverb.cli import push_shared
 
 HELP = 'write a dataset into tables of a running Reverb server'
 DESCRIPTION = ('Writes an RLDS dataset as fixed-length trajectory items '
@@ -54,10 +55,6 @@ last confirmed, writing at most the episodes in flight again.
 to the I % S-th '--server', and a retried bundle may be written twice.
 exit status: 0 every item confirmed, 1 failure, 2 bad usage or input.
 """
-
-# Malformed episodes named on stderr by '--on-invalid skip'.
-LISTED_SKIPS = 5
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
   options.add_dataset_arguments(parser)
@@ -121,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
   if args.workers > 1:
     from rlds_reverb.cli import workers  # pylint: disable=g-import-not-at-top,import-outside-toplevel
     return workers.run(args)
-  print_summary(push_one(args), args.json)
+  push_shared.print_summary(push_one(args), args.json)
   return output.EXIT_OK
 
 
@@ -148,37 +145,21 @@ def check_usage(args: argparse.Namespace) -> None:
       raise output.CliError(message, output.EXIT_USAGE)
 
 
-def settings_of(args: argparse.Namespace) -> dict:
-  """The push's item and timeout settings (`checked_push.Settings`' fields).
-
-  Plain values only: `--workers` sends them to its processes without
-  importing TensorFlow here.
-  """
-  return {
-      'sequence_length': args.sequence_length,
-      'stride_length': args.stride,
-      'priority': args.priority,
-      'end_of_episode': 'pad' if args.pad_end_of_episodes else 'drop',
-      'timeout': args.timeout,
-      'chunk_length': options.chunk_length_option(args.chunk_length),
-  }
-
-
 def push_one(args: argparse.Namespace) -> dict:
   """Checks, then pushes one dataset or shard; returns the summary dict."""
   from rlds_reverb import checked_push  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   rlds_data = options.load(args, shard=args.shard)
-  _, spec = options.step_and_trajectory_spec(rlds_data)
-  check_chunk_length(args, spec)
+  push_shared.checked_spec(args, rlds_data)
   job = checked_push.CheckedPush(
       rlds_data, args.server[0], args.table,
-      checked_push.Settings(**settings_of(args)), on_invalid=args.on_invalid,
+      checked_push.Settings(**push_shared.settings_of(args)),
+      on_invalid=args.on_invalid,
       resume=args.resume, source=checked_push.Source(
           args.dataset, args.split, args.data_dir, args.shard))
   plan = _check(job)
   _note_plan(plan, args.resume)
   with progress_lib.PushProgress(total=plan.steps) as progress:
-    return summary_of(job.write(on_confirmed=progress.on_confirmed))
+    return push_shared.summary_of(job.write(on_confirmed=progress.on_confirmed))
 
 
 def _check(job):
@@ -194,70 +175,13 @@ def _check(job):
         f'them out)') from e
 
 
-def check_chunk_length(args, spec) -> None:
-  """A --chunk-length naming no field, or too long, is a usage error."""
-  from rlds_reverb.write import chunks  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  from rlds_reverb.write import columns  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  try:
-    chunks.check_option(
-        options.chunk_length_option(args.chunk_length),
-        columns.columns_of(spec),
-        chunks.max_chunk_length(len(args.table), args.stride))
-  except ValueError as e:
-    raise output.CliError(f'--chunk-length: {e}', output.EXIT_USAGE) from e
-
-
 def _note_plan(plan, resume_path) -> None:
   """What the checks found, on stderr, before anything is written."""
-  for message in plan.warnings:
-    output.note(f'warning: {message}')
-  note_skipped([vars(episode) for episode in plan.skipped])
+  push_shared.note_found({'warnings': plan.warnings, 'notes': plan.notes,
+                          'skipped': [vars(e) for e in plan.skipped]})
   done = plan.state.confirmed_episodes
   if plan.state.complete:
     output.note(f'{resume_path} says this push is complete; nothing to do')
   elif done:
     confirmed = wording.count(done, 'confirmed episode')
     output.note(f'resuming from {resume_path} after {confirmed}')
-
-
-def note_skipped(skipped, prefix: str = '') -> None:
-  """Names the malformed episodes left out (dicts of `SkippedEpisode`)."""
-  malformed = [e for e in skipped if e['kind'] not in ('flagged_invalid',
-                                                       'empty')]
-  if not malformed:
-    return
-  listed = '; '.join(f"episode {e['position']} step {e['step']} ({e['kind']})"
-                     for e in malformed[:LISTED_SKIPS])
-  more = (f'; and {len(malformed) - LISTED_SKIPS} more'
-          if len(malformed) > LISTED_SKIPS else '')
-  output.note(f'{prefix}skipping '
-              f'{wording.count(len(malformed), "malformed episode")}: '
-              f'{listed}{more}')
-
-
-def summary_of(result) -> dict:
-  """The JSON summary of a `PushResult` (or its dict)."""
-  counts = result if isinstance(result, dict) else vars(result)
-  return {
-      'episodes': counts['episodes'],
-      'trajectories': counts['trajectories'],
-      'items': counts['items'],
-      'skipped_episodes': counts['skipped_episodes'],
-      'resumed_after_episodes': counts['resumed_after_episodes'],
-      'seconds': round(counts['seconds'], 3),
-  }
-
-
-def print_summary(summary: dict, as_json: bool) -> None:
-  if as_json:
-    output.print_json(summary)
-    return
-  rate = summary['trajectories'] / max(summary['seconds'], 1e-9)
-  resumed = summary['resumed_after_episodes']
-  after = f' after {resumed} confirmed before' if resumed else ''
-  print(f"pushed {wording.count(summary['episodes'], 'episode')}{after}, "
-        f"{wording.count(summary['trajectories'], 'step')}, "
-        f"{wording.count(summary['items'], 'item')} in "
-        f"{summary['seconds']:.2f} s ({rate:,.0f} steps/s); skipped "
-        f"{wording.count(summary['skipped_episodes'], 'episode')}",
-        flush=True)

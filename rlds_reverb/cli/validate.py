@@ -21,7 +21,9 @@ examples:
 Kinds: episode_not_first, terminal_not_last, mid_before_first,
 last_before_non_first (the converter's rules). Empty episodes and episodes
 flagged by an 'invalid'/'is_invalid' metadata field are listed, not counted as
-problems: push skips both.
+problems: push skips both. Notes name the fields read otherwise than stored:
+a missing discount (1.0) or reward (0.0), a discount or flag of shape (1,)
+(--strict refuses those instead).
 exit status: 0 clean, 1 problems found, 2 unreadable dataset or bad usage.
 """
 
@@ -37,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
   from rlds_reverb import validation  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   rlds_data = options.load(args)
-  options.step_and_trajectory_spec(rlds_data)
+  options.step_format(args, rlds_data)
   report = validation.validate(rlds_data)
   if args.json:
     output.print_json(report.as_dict())
@@ -47,6 +49,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_text(report) -> None:
+  for message in report.notes:
+    print(f'note: {message}')
   for problem in report.problems[:MAX_LISTED]:
     print(f'episode {problem.episode}, step {problem.step}: {problem.kind}: '
           f'{problem.message}')
