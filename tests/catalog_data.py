@@ -187,7 +187,8 @@ def _length(episode: Episode) -> int:
 
 
 def _step(steps: Dict[str, Any], t: int) -> Dict[str, Any]:
-  return tree.map_structure(lambda leaf: leaf[t], steps)
+  """Step t's values as arrays (`[t, ...]`: a string stays an object array)."""
+  return tree.map_structure(lambda leaf: leaf[t, ...], steps)
 
 
 def _flag(step: Dict[str, Any], name: str) -> bool:
