@@ -40,15 +40,18 @@ FLAGS = ('is_first', 'is_last', 'is_terminal')
 LENGTHS = (4, 1, 3)
 LENGTHS_LARGE = (2, 1, 2)
 LARGE_STEP_VALUES = 200_000
-DYNAMIC_IMAGE = (6, 8)  # Height, width for an Image of shape (None, None, C).
-DYNAMIC_SIZE = 3  # Any other dimension the features leave open.
+# Sizes of the dimensions the features leave open (robosuite's `image` is
+# (None, None, 3)): constant within an episode, different between episodes.
+OPEN_IMAGE_SIZES = ((6, 8), (4, 10), (5, 7))  # Height, width.
+OPEN_SIZES = (3, 2, 4)  # Any other open dimension.
 
 
 def write(structure: catalog.Structure, data_dir: str) -> str:
   """Writes a few random episodes with `structure`'s features; the TFDS dir."""
   features = structure.features
   rng = np.random.default_rng(zlib.crc32(structure.name.encode()))
-  episodes = [random_episode(features, length, terminal=i % 2 == 0, rng=rng)
+  episodes = [random_episode(features, length, terminal=i % 2 == 0, rng=rng,
+                             index=i)
               for i, length in enumerate(lengths(features))]
   builder = tfds.dataset_builders.store_as_tfds_dataset(
       catalog.dataset_name(structure), '1.0.0', features,
@@ -58,45 +61,52 @@ def write(structure: catalog.Structure, data_dir: str) -> str:
 
 
 def lengths(features: tfds.features.FeaturesDict):
-  values = sum(int(np.prod([s or DYNAMIC_SIZE for s in f.shape]))
+  values = sum(int(np.prod([s or OPEN_SIZES[0] for s in f.shape]))
                for f in _leaves(features['steps'].feature))
   return LENGTHS_LARGE if values > LARGE_STEP_VALUES else LENGTHS
 
 
 def random_episode(features: tfds.features.FeaturesDict, length: int,
-                   terminal: bool, rng: np.random.Generator) -> Episode:
-  """Random steps, then RLDS flags and a discount as the features store them."""
+                   terminal: bool, rng: np.random.Generator,
+                   index: int = 0) -> Episode:
+  """Random steps, then RLDS flags and a discount as the features store them.
+
+  `index` picks the sizes of open dimensions (`OPEN_SIZES`) for the episode.
+  """
   step_features = features['steps'].feature
-  steps = [random_value(step_features, rng) for _ in range(length)]
+  steps = [random_value(step_features, rng, index) for _ in range(length)]
   for t, step in enumerate(steps):
     last = t == length - 1
     for name, value in zip(FLAGS, (t == 0, last, terminal and last)):
       step[name] = _like(step_features[name], value)
     if 'discount' in step_features:
       step['discount'] = _discount(step_features['discount'], rng)
-  metadata = {name: random_value(feature, rng)
+  metadata = {name: random_value(feature, rng, index)
               for name, feature in features.items() if name != 'steps'}
   return {'steps': steps, **metadata}
 
 
-def random_value(feature, rng: np.random.Generator):
+def random_value(feature, rng: np.random.Generator, index: int = 0):
   """A random value any feature of the catalog accepts, nested as it is."""
   if isinstance(feature, tfds.features.FeaturesDict):
-    return {name: random_value(f, rng) for name, f in feature.items()}
+    return {name: random_value(f, rng, index) for name, f in feature.items()}
   if isinstance(feature, tfds.features.Image):
-    return _random_image(feature, rng)
+    return _random_image(feature, rng, index)
   if isinstance(feature, tfds.features.Text):
     return _random_text(rng)
   if isinstance(feature, tfds.features.Tensor):
-    shape = tuple(DYNAMIC_SIZE if s is None else s for s in feature.shape)
+    open_size = OPEN_SIZES[index % len(OPEN_SIZES)]
+    shape = tuple(open_size if s is None else s for s in feature.shape)
     return _random_array(shape, np.dtype(feature.np_dtype), rng)
   raise TypeError(f'No random values for a {type(feature).__name__} feature; '
                   f'teach tests/catalog_data.py this kind.')
 
 
-def _random_image(feature: tfds.features.Image, rng: np.random.Generator):
+def _random_image(feature: tfds.features.Image, rng: np.random.Generator,
+                  index: int):
   height, width, channels = feature.shape
-  shape = (height or DYNAMIC_IMAGE[0], width or DYNAMIC_IMAGE[1], channels)
+  open_height, open_width = OPEN_IMAGE_SIZES[index % len(OPEN_IMAGE_SIZES)]
+  shape = (height or open_height, width or open_width, channels)
   if np.dtype(feature.np_dtype) == np.float32:
     return rng.standard_normal(shape).astype(np.float32)
   return rng.integers(0, 256, shape).astype(feature.np_dtype)
