@@ -26,6 +26,7 @@ rules to each episode as it comes (`skip_reason`).
 import dataclasses
 import enum
 import functools
+import math
 import warnings
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
@@ -102,6 +103,10 @@ class Settings:
                        items_lib.EndOfEpisode(self.end_of_episode))
     object.__setattr__(self, 'priority',
                        items_lib.check_priority(self.priority))
+    if not (isinstance(self.timeout, (int, float)) and
+            math.isfinite(self.timeout) and self.timeout > 0):
+      raise ValueError(f'timeout must be a finite number of seconds > 0, got '
+                       f'{self.timeout!r}.')
 
   def item_plan(self) -> items_lib.SequenceItems:
     return items_lib.SequenceItems(self.sequence_length, self.stride_length,

@@ -232,3 +232,12 @@ def test_episodes_shorter_than_an_item_are_warned_of(address, sequence_length,
   expected = sum(max(0, len(e['is_first']) - sequence_length + 1)
                  for e in CLEAN)
   assert result.items == _size(address) == expected
+
+
+@pytest.mark.parametrize('timeout', [0, -1.0, float('nan'), float('inf')])
+def test_timeout_must_be_finite_and_positive(address, timeout):
+  with pytest.raises(ValueError) as error:
+    rlds_reverb.push(rlds_data.as_rlds(CLEAN), address, 'a', timeout=timeout)
+  assert str(error.value) == (
+      f'timeout must be a finite number of seconds > 0, got {timeout!r}.')
+  assert _size(address) == 0

@@ -121,6 +121,17 @@ def priority(text: str) -> float:
   return value
 
 
+def seconds(text: str) -> float:
+  """argparse type: a finite number of seconds > 0."""
+  try:
+    value = float(text)
+  except ValueError as e:
+    raise argparse.ArgumentTypeError(f"must be a number, got '{text}'") from e
+  if not (math.isfinite(value) and value > 0):
+    raise argparse.ArgumentTypeError(f"must be finite and > 0, got '{text}'")
+  return value
+
+
 def shard(text: str):
   """argparse type: 'I/N' -> (I, N), the I-th (0-based) of N parts."""
   try:

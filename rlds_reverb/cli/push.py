@@ -81,7 +81,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       default='raise',
                       help=('malformed episodes: fail before writing, or '
                             'leave them out (default: %(default)s)'))
-  parser.add_argument('--timeout', type=float, default=30.0, metavar='SEC',
+  parser.add_argument('--timeout', type=options.seconds, default=30.0,
+                      metavar='SEC',
                       help=('seconds to wait for the server at any one point '
                             '(default: %(default)s)'))
   parser.add_argument('--shard', type=options.shard, default=None,
@@ -129,7 +130,6 @@ def run(args: argparse.Namespace) -> int:
 def check_usage(args: argparse.Namespace) -> None:
   """Combinations of options that cannot run: exit 2, before any work."""
   problems = [
-      (args.timeout <= 0, f'--timeout must be > 0, got {args.timeout:g}'),
       (args.workers > 1 and args.shard is not None,
        '--workers runs the shards itself; drop --shard'),
       (bool(args.runner) and (args.workers > 1 or args.shard is not None),
