@@ -21,7 +21,7 @@ episode held as numpy arrays (what a Beam worker has).
 
 import dataclasses
 import functools
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -31,8 +31,7 @@ from rlds_reverb.convert import step_types
 from rlds_reverb.specs import fields
 from rlds_reverb.specs import step_spec as step_spec_lib
 
-# Episode metadata fields that mark a whole episode as invalid, in order.
-INVALID_FLAG_FIELDS = ('invalid', 'is_invalid')
+INVALID_FLAG_FIELDS = fields.INVALID_FLAG_FIELDS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,8 +73,12 @@ class Report:
     }
 
 
-def validate(rlds_data: tf.data.Dataset, strict: bool = False) -> Report:
+def validate(rlds_data: tf.data.Dataset, strict: bool = False,
+             on_read: Optional[Callable[[int, int], None]] = None) -> Report:
   """Reads all of `rlds_data` and reports every problem.
+
+  `on_read(episodes, steps)`, if given, is called after each episode with
+  the counts read so far (for a progress bar).
 
   Raises:
     StepSpecError: the step spec cannot be converted (checked before reading;
@@ -98,6 +101,8 @@ def validate(rlds_data: tf.data.Dataset, strict: bool = False) -> Report:
     if is_flagged:
       flagged.append(int(index))
     problems.extend(_step_problems(int(index), problem_steps, kinds))
+    if on_read is not None:
+      on_read(episodes, steps)
   return Report(episodes, steps, problems, empty, flagged, lengths,
                 step_format.notes())
 

@@ -20,6 +20,7 @@ EXPORTED = [
     'push',
     'OnInvalid',
     'CapacityWarning',
+    'ShortEpisodesWarning',
     'PushResult',
     'SkippedEpisode',
     'EndOfEpisode',

@@ -63,12 +63,14 @@ def pushed_items(signature):
 class Serve:
   """`rlds-reverb serve` as a subprocess with its stderr in a file."""
 
-  def __init__(self, dataset, stderr_path, checkpoint_dir=None):
+  def __init__(self, dataset, stderr_path, checkpoint_dir=None, port=None):
     command = [sys.executable, '-m', 'rlds_reverb', 'serve', '--dataset',
                dataset, '--table', TABLE, '--sampler', 'fifo',
                '--max-size', '100']
     if checkpoint_dir is not None:
       command += ['--checkpoint-dir', str(checkpoint_dir)]
+    if port is not None:
+      command += ['--port', str(port)]
     self.stderr_path = pathlib.Path(stderr_path)
     with open(self.stderr_path, 'w') as stderr:
       self.process = subprocess.Popen(command, stdout=subprocess.PIPE,

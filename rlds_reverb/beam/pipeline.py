@@ -31,6 +31,7 @@ from rlds_reverb.write.push import SkippedEpisode
 _ERROR_LINE = re.compile(
     r"^(?:[\w.]+\.)?(\w+(?:Error|Exception|Exit)): (.*?)"
     r"(?: \[while running '.*'\])?$")
+_WHILE_RUNNING = re.compile(r" \[while running '.*'\]$")
 
 
 def push(src: Union[str, Sequence[str]], server: Union[str, Sequence[str]],
@@ -98,13 +99,19 @@ def check_finished(state: str, runner: str) -> None:
 
 
 def _first_error(error: Exception) -> str:
-  """'Type: message' of the error a worker raised, from the runner's text."""
+  """'Type: message' of the error a worker raised, from the runner's text.
+
+  Runners raise either a page with the worker's traceback, or the worker's
+  error itself, its message followed by "[while running 'Step']".
+  """
   matches = [_ERROR_LINE.match(line.strip())
              for line in str(error).splitlines()]
   matches = [m for m in matches if m]
-  if not matches:
-    return f'{type(error).__name__}: {str(error).strip().splitlines()[-1]}'
-  return f'{matches[-1][1]}: {matches[-1][2]}'
+  if matches:
+    kind, text = matches[-1][1], matches[-1][2]
+  else:
+    kind, text = type(error).__name__, str(error).strip().splitlines()[-1]
+  return f'{kind}: {_WHILE_RUNNING.sub("", text)}'
 
 
 def _result_of(metrics, seconds: float) -> PushResult:

@@ -79,7 +79,7 @@ class WriteToReverb(beam.PTransform):
                        "'stop' would leave a bundle half-written.")
     servers = ([server_or_servers] if isinstance(server_or_servers, str)
                else list(server_or_servers))
-    tables = [tables] if isinstance(tables, str) else list(tables)
+    tables = items_lib.table_names(tables)
     settings = checked_push.Settings(sequence_length, stride_length, priority,
                                      end_of_episode, timeout, chunk_length)
     self._write = _WriteEpisodes(servers, tables, settings, on_invalid,

@@ -47,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
     args.dataset = [sources.BUNDLED]
   rlds_data = options.load(args)
   step_format, spec = options.step_format(args, rlds_data)
-  report = validation.validate(rlds_data)
+  with options.reading(args):
+    report = validation.validate(rlds_data)
   if report.problems:
     first = report.problems[0]
     raise output.CliError(
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         "Run 'rlds-reverb validate' for all of them.")
   print(f"dataset   {' '.join(args.dataset)} (split {args.split}): "
         f'{wording.count(report.episodes, "episode")}, '
-        f'{wording.count(report.steps, "step")}, valid')
+        f'{wording.count(report.steps, "step")}, valid{_skipped_text(report)}')
   for message in step_format.notes():
     print(f'note      {message}')
   print(f'spec      {output.spec_text(spec)}')
@@ -82,6 +83,20 @@ def run(args: argparse.Namespace) -> int:
   finally:
     server.stop()
   return output.EXIT_OK
+
+
+def _skipped_text(report) -> str:
+  """'; 2 empty and 1 flagged invalid episodes, which the push skips'."""
+  parts = []
+  if report.empty_episodes:
+    parts.append(f'{len(report.empty_episodes)} empty')
+  if report.flagged_invalid:
+    parts.append(f'{len(report.flagged_invalid)} flagged invalid')
+  if not parts:
+    return ''
+  skipped = len(report.empty_episodes) + len(report.flagged_invalid)
+  return (f'; {" and ".join(parts)} '
+          f'{wording.noun(skipped, "episode")}, which the push skips')
 
 
 def _table(reverb, signature, max_size: int):

@@ -32,10 +32,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
   from rlds_reverb import stats as stats_lib  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   from rlds_reverb.cli import plot  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  pyplot = plot.pyplot() if args.plot else None  # Fail before reading anything.
+  pyplot = None
+  if args.plot:  # Fail before reading anything.
+    pyplot = plot.pyplot()
+    plot.check_writable(args.plot)
   rlds_data = options.load(args)
   step_format, trajectory_spec = options.step_format(args, rlds_data)
-  stats = stats_lib.episode_stats(rlds_data)
+  with options.reading(args):
+    stats = stats_lib.episode_stats(rlds_data)
   if args.json:
     output.print_json({
         'step_spec': output.spec_fields(step_format.stored),

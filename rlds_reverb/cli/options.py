@@ -1,6 +1,8 @@
 """Options the commands share: the dataset to read, --json, positive counts."""
 
 import argparse
+import contextlib
+import math
 
 from rlds_reverb.cli.output import CliError
 from rlds_reverb.cli.output import EXIT_USAGE
@@ -51,6 +53,26 @@ def load(args: argparse.Namespace, shard=None):
     raise CliError(error_line(e), EXIT_USAGE) from e
 
 
+def episode_count(rlds_data):
+  """Episodes in the dataset if tf.data knows (TFDS does), else None."""
+  count = int(rlds_data.cardinality())
+  return count if count >= 0 else None
+
+
+@contextlib.contextmanager
+def reading(args: argparse.Namespace):
+  """A failure to read the dataset's records is bad input (exit 2), in one
+  line naming the dataset, and the file and offset of a cut record."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb import sources  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  try:
+    yield
+  except tf.errors.OpError as e:
+    name = sources.describe(args.dataset, args.data_dir)
+    reason = sources.read_error_text(e, args.dataset, args.data_dir)
+    raise CliError(f'cannot read {name}: {reason}', EXIT_USAGE) from e
+
+
 def step_format(args: argparse.Namespace, rlds_data):
   """The dataset's `StepFormat` (refusing defaults with --strict), and its
   trajectory spec; an unusable step spec is a usage error naming the dataset.
@@ -82,6 +104,31 @@ def positive_int(text: str) -> int:
   value = int(text)
   if value < 1:
     raise argparse.ArgumentTypeError(f'must be >= 1, got {value}')
+  return value
+
+
+def priority(text: str) -> float:
+  """argparse type: a finite number >= 0 (`write.items.check_priority`'s rule:
+  Reverb refuses NaN mid-push and cannot sample by a negative or infinite
+  priority)."""
+  try:
+    value = float(text)
+  except ValueError as e:
+    raise argparse.ArgumentTypeError(f"must be a number, got '{text}'") from e
+  if not (math.isfinite(value) and value >= 0):
+    raise argparse.ArgumentTypeError(
+        f"must be finite and >= 0, got '{text}'")
+  return value
+
+
+def seconds(text: str) -> float:
+  """argparse type: a finite number of seconds > 0."""
+  try:
+    value = float(text)
+  except ValueError as e:
+    raise argparse.ArgumentTypeError(f"must be a number, got '{text}'") from e
+  if not (math.isfinite(value) and value > 0):
+    raise argparse.ArgumentTypeError(f"must be finite and > 0, got '{text}'")
   return value
 
 

@@ -70,7 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help='steps between item starts (default: %(default)s)')
   parser.add_argument('--pad-end-of-episodes', action='store_true',
                       help='pad an episode shorter than an item to one item')
-  parser.add_argument('--priority', type=float, default=1.0,
+  parser.add_argument('--priority', type=options.priority, default=1.0,
                       help="every item's priority (default: %(default)s)")
   parser.add_argument('--chunk-length', type=options.chunk_length,
                       action='append', default=None, metavar='[FIELD=]N',
@@ -81,7 +81,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       default='raise',
                       help=('malformed episodes: fail before writing, or '
                             'leave them out (default: %(default)s)'))
-  parser.add_argument('--timeout', type=float, default=30.0, metavar='SEC',
+  parser.add_argument('--timeout', type=options.seconds, default=30.0,
+                      metavar='SEC',
                       help=('seconds to wait for the server at any one point '
                             '(default: %(default)s)'))
   parser.add_argument('--shard', type=options.shard, default=None,
@@ -95,6 +96,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help=('save progress there after each confirmation and '
                             'continue from it when run again (with --workers, '
                             'one file per shard: STATE.I-of-N.json)'))
+  parser.add_argument('--resume-anyway', action='store_true',
+                      help=('with --resume: continue after the confirmed '
+                            'episodes even when a table has lost them (a '
+                            'server restarted without a checkpoint)'))
   parser.add_argument('--runner', default=None, metavar='RUNNER',
                       help=('run on Apache Beam with this runner '
                             '(DirectRunner, DataflowRunner, FlinkRunner, ...)'))
@@ -125,13 +130,14 @@ def run(args: argparse.Namespace) -> int:
 def check_usage(args: argparse.Namespace) -> None:
   """Combinations of options that cannot run: exit 2, before any work."""
   problems = [
-      (args.timeout <= 0, f'--timeout must be > 0, got {args.timeout:g}'),
       (args.workers > 1 and args.shard is not None,
        '--workers runs the shards itself; drop --shard'),
       (bool(args.runner) and (args.workers > 1 or args.shard is not None),
        '--runner splits the data itself; drop --workers and --shard'),
       (bool(args.runner) and bool(args.resume),
        '--runner retries failed bundles instead of resuming; drop --resume'),
+      (args.resume_anyway and not args.resume,
+       '--resume-anyway goes with --resume'),
       (bool(args.beam_option) and not args.runner,
        '--beam-option needs --runner'),
       (args.parts_per_file is not None and not args.runner,
@@ -139,10 +145,18 @@ def check_usage(args: argparse.Namespace) -> None:
       (len(args.server) > 1 and not (args.runner or args.workers > 1),
        'several --server need --workers or --runner, which spread the data '
        'over them'),
+      (len(set(args.table)) < len(args.table),
+       f'--table {_repeated(args.table)} is given more than once: every item '
+       f'would be written that many times into it'),
   ]
   for failed, message in problems:
     if failed:
       raise output.CliError(message, output.EXIT_USAGE)
+
+
+def _repeated(values) -> str:
+  """The first value given more than once, or ''."""
+  return next((value for value in values if values.count(value) > 1), '')
 
 
 def push_one(args: argparse.Namespace) -> dict:
@@ -153,26 +167,37 @@ def push_one(args: argparse.Namespace) -> dict:
   job = checked_push.CheckedPush(
       rlds_data, args.server[0], args.table,
       checked_push.Settings(**push_shared.settings_of(args)),
-      on_invalid=args.on_invalid,
-      resume=args.resume, source=checked_push.Source(
+      on_invalid=args.on_invalid, resume=args.resume,
+      resume_anyway=args.resume_anyway, source=checked_push.Source(
           args.dataset, args.split, args.data_dir, args.shard))
-  plan = _check(job)
+  plan = _check(job, options.episode_count(rlds_data))
   _note_plan(plan, args.resume)
-  with progress_lib.PushProgress(total=plan.steps) as progress:
-    return push_shared.summary_of(job.write(on_confirmed=progress.on_confirmed))
+  try:
+    with progress_lib.PushProgress(total=plan.steps) as progress:
+      result = job.write(on_confirmed=progress.on_confirmed)
+  except KeyboardInterrupt as e:
+    if not args.resume:
+      e.add_note('Without --resume, running this push again writes it all '
+                 'again; with --resume FILE, progress is saved at each '
+                 'confirmation and a rerun continues.')
+    raise
+  return push_shared.summary_of(result)
 
 
-def _check(job):
-  """`job.check()`, with bad input (a resume file of another push) exit 2."""
+def _check(job, episodes):
+  """`job.check()` with a bar of episodes read ahead; bad input (a resume
+  file of another push, one that cannot be written) exits 2."""
   from rlds_reverb import errors  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   try:
-    return job.check()
-  except errors.ResumeStateError as e:
+    with progress_lib.ReadProgress(total=episodes) as reading:
+      return job.check(on_read=reading.on_read)
+  except (errors.ResumeStateError, errors.DataReadError) as e:
     raise output.CliError(str(e), output.EXIT_USAGE) from e
   except errors.MalformedEpisodeError as e:
-    raise output.CliError(
-        f"{e} ('rlds-reverb validate' lists them, '--on-invalid skip' leaves "
-        f'them out)') from e
+    raise output.CliError(f'{e} {push_shared.MALFORMED_HINT}') from e
+  except KeyboardInterrupt as e:
+    e.add_note('Nothing was written.')
+    raise
 
 
 def _note_plan(plan, resume_path) -> None:

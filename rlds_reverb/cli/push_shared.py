@@ -19,6 +19,10 @@ from rlds_reverb.cli import output
 
 # Malformed episodes named on stderr by '--on-invalid skip'.
 LISTED_SKIPS = 5
+# What the command line says after a malformed episode, instead of the
+# library's Python hints (its error's notes).
+MALFORMED_HINT = ("('rlds-reverb validate' lists them, '--on-invalid skip' "
+                  'leaves them out)')
 
 
 def settings_of(args: argparse.Namespace) -> dict:

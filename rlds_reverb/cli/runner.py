@@ -21,6 +21,7 @@ INSTALL_HINT = 'pip install "rlds_reverb[beam]"'
 
 def run(args: argparse.Namespace) -> int:
   beam = _import_beam(quiet=not args.debug)
+  _check_runner(args.runner)
   _check_dataset(args)
   result = beam.push(
       args.dataset, args.server, args.table, split=args.split,
@@ -37,10 +38,13 @@ def _import_beam(quiet: bool):
   """`rlds_reverb.beam`, Beam's Python logs at errors only unless `quiet` off.
 
   Beam logs through the root logger (a warning at import, which also
-  installs a stderr handler) and relays its workers' logs through its own.
+  installs a stderr handler) and relays its workers' logs through its own;
+  a failed bundle is logged with its traceback, before the pipeline's error
+  reaches us, which says it in one line.
   """
   if quiet:
     logging.getLogger().setLevel(logging.ERROR)
+    logging.getLogger('apache_beam').setLevel(logging.CRITICAL)
   try:
     from rlds_reverb import beam  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   except ImportError as e:
@@ -50,6 +54,16 @@ def _import_beam(quiet: bool):
         f'--runner needs Apache Beam, which is not installed: {INSTALL_HINT}',
         output.EXIT_USAGE) from e
   return beam
+
+
+def _check_runner(name: str) -> None:
+  """An unknown runner is bad usage (exit 2), before any work."""
+  from apache_beam.runners import runner as runner_lib  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  try:
+    runner_lib.create_runner(name)
+  except ValueError as e:
+    raise output.CliError(f'--runner: {output.error_line(e)}',
+                          output.EXIT_USAGE) from e
 
 
 def _check_dataset(args: argparse.Namespace) -> None:

@@ -9,6 +9,7 @@ import argparse
 from rlds_reverb import wording
 from rlds_reverb.cli import options
 from rlds_reverb.cli import output
+from rlds_reverb.cli import progress
 
 HELP = 'read a whole dataset and report every malformed step'
 DESCRIPTION = ('Reads a whole RLDS dataset and reports every step the '
@@ -40,7 +41,9 @@ def run(args: argparse.Namespace) -> int:
   from rlds_reverb import validation  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   rlds_data = options.load(args)
   options.step_format(args, rlds_data)
-  report = validation.validate(rlds_data)
+  with options.reading(args), progress.ReadProgress(
+      total=options.episode_count(rlds_data)) as reading:
+    report = validation.validate(rlds_data, on_read=reading.on_read)
   if args.json:
     output.print_json(report.as_dict())
   else:

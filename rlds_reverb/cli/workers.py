@@ -27,7 +27,8 @@ def run(args: argparse.Namespace) -> int:
   outcomes = parallel.run_shards(
       args.dataset, args.server, args.table, workers=args.workers,
       split=args.split, data_dir=args.data_dir, on_invalid=args.on_invalid,
-      resume=args.resume, **push_shared.settings_of(args))
+      resume=args.resume, resume_anyway=args.resume_anyway,
+      **push_shared.settings_of(args))
   done = [outcome for outcome in outcomes if outcome.result is not None]
   for outcome in done:
     _note(outcome)
@@ -35,7 +36,10 @@ def run(args: argparse.Namespace) -> int:
   push_shared.note_data(total['notes'])
   failed = [outcome for outcome in outcomes if outcome.result is None]
   if failed:
-    raise output.CliError(_failure_text(failed, done, args.workers))
+    interrupted = any(o.error_type == 'KeyboardInterrupt' for o in failed)
+    raise output.CliError(
+        _failure_text(failed, done, args.workers),
+        output.EXIT_INTERRUPTED if interrupted else output.EXIT_FAILURE)
   summary = push_shared.summary_of({
       **total,
       # The workers push at the same time: the longest one's push time.
@@ -58,6 +62,9 @@ def _failure_text(failed, done, workers: int) -> str:
     if output.lists_fields(outcome.error_type):
       firsts.append(f'shard {outcome.shard}: {outcome.error}')
       details += [f'shard {outcome.shard}: {note}' for note in outcome.notes]
+    elif outcome.error_type == 'MalformedEpisodeError':  # Python hints out.
+      firsts.append(f'shard {outcome.shard}: {outcome.error} '
+                    f'{push_shared.MALFORMED_HINT}')
     else:
       firsts.append(parallel.failure_text(outcome))
   others = wording.count(len(done), 'other')

@@ -114,7 +114,7 @@ def write_trajectories(
       tables' rate limiters that can block.
     tf.errors.InvalidArgumentError: malformed episodes, as in conversion.
   """
-  tables = [tables] if isinstance(tables, str) else list(tables)
+  tables = items_lib.table_names(tables)
   client, address = server_lib.connect(server)
   item_plan = items_lib.SequenceItems(
       sequence_length, stride_length, end_of_episode)
@@ -143,7 +143,7 @@ def push_nstep_transitions(
   counts transitions; `chunk_length` and `strict` are as for `push`. Raises
   as `push`.
   """
-  tables = [tables] if isinstance(tables, str) else list(tables)
+  tables = items_lib.table_names(tables)
   client, address = server_lib.connect(server)
   step_format = specs.step_format(rlds_data, strict)
   spec = nstep.transition_spec(step_format.spec)
@@ -333,7 +333,7 @@ def _write_blocks(blocks, rows_of_block, writer, episode_items, infos,
       e.add_note(f'Rate limiters there that block inserts until something '
                  f'samples: {", ".join(blocking)}.')
     raise
-  except (tf.errors.OpError, ValueError) as e:
+  except (tf.errors.OpError, ValueError, KeyboardInterrupt) as e:
     _note_written(e, writer, tables, address)
     raise
   return PushResult(progress.episodes, progress.trajectories, progress.items,
@@ -345,14 +345,16 @@ def _note_written(error: Exception, writer, tables, address) -> None:
   from rlds_reverb import wording  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   where = (f'{wording.noun(len(tables), "table")} {", ".join(tables)} at '
            f'{address}')
+  before = ('the interruption' if isinstance(error, KeyboardInterrupt)
+            else 'this error')
   try:
     progress = writer.confirm()
     error.add_note(
-        'Written and confirmed before this error: '
+        f'Written and confirmed before {before}: '
         f'{wording.count(progress.confirmed_episodes, "episode")} '
         f'({wording.count(progress.confirmed_items, "item")}) to {where}.')
   except Exception as flush_error:  # pylint: disable=broad-except
     error.add_note(
-        'Written before this error: '
+        f'Written before {before}: '
         f'{wording.count(writer.progress.episodes, "episode")} to {where}; '
         f'confirming failed: {flush_error}')

@@ -109,14 +109,14 @@ class SequenceWriter:
                on_confirmed: Optional[Callable[[Progress], None]] = None):
     release_delivered_writers()
     self._columns = columns_lib.columns_of(spec_structure)
-    self._tables = list(tables)
+    self._tables = items_lib.table_names(tables)
     self._address = address
     self._timeout_ms = max(1, int(timeout_s * 1000))
     self._timeout_s = timeout_s
     self._on_confirmed = on_confirmed
     self._client = client
     self._plan = item_plan
-    self._priority = float(priority)
+    self._priority = items_lib.check_priority(priority)
     self._stride = item_plan.stride_length
     self._longest = chunks.max_chunk_length(len(self._tables), self._stride)
     chunks.check_option(chunk_length, self._columns, self._longest)
@@ -216,14 +216,19 @@ class SequenceWriter:
     squeeze, priority = self._squeeze, self._priority
     window = collections.deque(maxlen=length)  # The last rows' references.
     rows = enumerate(zip(zip(*columns), ends_item, flush_after), start=1)
-    for rows_done, (row, ends, flush) in rows:
-      window.append(append(row))
-      if ends:
-        item = list(zip(*window))
-        for table in self._tables:
-          create(table, priority, item, squeeze)
-      if flush:
-        self._flush_closed_chunks(rows_done)
+    created = 0
+    try:
+      for rows_done, (row, ends, flush) in rows:
+        window.append(append(row))
+        if ends:
+          item = list(zip(*window))
+          for table in self._tables:
+            create(table, priority, item, squeeze)
+            created += 1
+        if flush:
+          self._flush_closed_chunks(rows_done)
+    finally:  # Counted as made: what `confirm` then says is confirmed.
+      self.progress.items += created
     self._rows_in_chunks += num_rows
 
   def _flush_points(self, items_per_row: np.ndarray) -> np.ndarray:
@@ -233,7 +238,6 @@ class SequenceWriter:
     totals = self._unflushed_items + np.cumsum(items_per_row)
     crossings = totals // self._flush_every
     self._unflushed_items = int(totals[-1] - crossings[-1] * self._flush_every)
-    self.progress.items += int(items_per_row.sum())
     return np.diff(crossings, prepend=0) > 0
 
   def _flush_closed_chunks(self, rows_this_episode: int) -> None:
