@@ -20,6 +20,7 @@ directory.
 
 import dataclasses
 import functools
+import warnings
 from typing import Callable, List, Optional, Sequence
 
 import numpy as np
@@ -105,8 +106,10 @@ def check_push(case: Case) -> None:
   server = reverb_tables.start_server(
       [reverb_tables.fifo_table(TABLE, signature)])
   try:
-    result = rlds_reverb.push(data, reverb_tables.address(server), TABLE,
-                              sequence_length=SEQUENCE_LENGTH)
+    with warnings.catch_warnings(record=True) as caught:
+      warnings.simplefilter('always')
+      result = rlds_reverb.push(data, reverb_tables.address(server), TABLE,
+                                sequence_length=SEQUENCE_LENGTH)
     got = [item for _, item in take_all(server, TABLE)]
   finally:
     server.stop()
@@ -115,6 +118,12 @@ def check_push(case: Case) -> None:
       f'push: (episodes, items) ({result.episodes}, {result.items}), not '
       f'({len(case.lengths)}, {len(case.items)})')
   _assert_all_equal(case.items, got, 'item')
+  # The data has a single-step episode on purpose: the push must say so.
+  short = [w for w in caught
+           if issubclass(w.category, rlds_reverb.ShortEpisodesWarning)]
+  assert len(short) == int(min(case.lengths) < SEQUENCE_LENGTH), (
+      f'push: {len(short)} ShortEpisodesWarning(s) for episode lengths '
+      f'{case.lengths}')
 
 
 OURS = (check_validation, check_statistics, check_spec, check_conversion,
