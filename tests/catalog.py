@@ -87,10 +87,6 @@ def fast_structures() -> List[Structure]:
   return [by_family[family] for family in FAMILIES]
 
 
-def config_count() -> int:
-  return sum(len(s.configs) for s in structures())
-
-
 @functools.lru_cache(maxsize=None)
 def _all_structures() -> Tuple[Structure, ...]:
   return tuple(builder_structures() + rwrl_structures() + open_x_structures())

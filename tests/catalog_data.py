@@ -15,6 +15,9 @@ The rules, written here independently of the package:
     reward          as stored; float32 0 if absent
     observation, action: as stored; policy_info ()
 Flags may be stored with shape (1,): they are read as the scalar they hold.
+TFDS's `RandomFakeGenerator` is not used: its flags are random bits (not an
+RLDS episode) and it sizes open dimensions anew for every step, which no
+Reverb item can stack.
 """
 
 import os
