@@ -169,12 +169,13 @@ class _WriteEpisodes(beam.DoFn):
       self._write_batch(target)
 
   def _settle(self) -> None:
-    """After a failure: confirms and closes this bundle's writers.
+    """After a failure: confirms, then closes, this bundle's writers.
 
-    A Reverb writer dropped with items in open chunks waits for them without
-    end when destroyed; confirmed, it has none (on a timeout the writer
-    module keeps it alive instead). The runner retries the whole bundle, so
-    what is confirmed here is written again: at most this bundle.
+    A Reverb writer that is not closed waits in its destructor, without end,
+    for items a dead server or a blocked limiter never confirms; `close`
+    closes it whether confirming succeeds or not (a timeout has closed it
+    already). The runner retries the whole bundle, so what is confirmed here
+    is written again: at most this bundle.
     """
     for target in self._targets:
       writer, target.writer = target.writer, None

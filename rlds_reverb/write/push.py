@@ -106,7 +106,8 @@ def write_trajectories(
     ServerUnavailableError, TableNotFoundError, SignatureMismatchError: before
       writing anything.
     ReverbTimeoutError: the server stopped confirming (dead, or a blocking rate
-      limiter); the message says how much was confirmed, and a note names the
+      limiter); the message says how much was confirmed and that the items
+      written after may or may not be in the tables, and a note names the
       tables' rate limiters that can block.
     tf.errors.InvalidArgumentError: malformed episodes, as in conversion.
   """
@@ -321,6 +322,8 @@ def _write_blocks(blocks, rows_of_block, writer, episode_items, infos,
   except (tf.errors.OpError, ValueError) as e:
     _note_written(e, writer, tables, address)
     raise
+  finally:
+    writer.stop()  # Ctrl-C too: an open Reverb writer can hang at exit.
   return PushResult(progress.episodes, progress.trajectories, progress.items,
                     time.perf_counter() - start, skipped, skipped_trajectories)
 

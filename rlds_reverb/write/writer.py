@@ -9,7 +9,9 @@ server; only `flush(timeout_ms=...)` does. So `SequenceWriter`:
     `CONFIRM_EVERY_ROWS` rows, at an episode end, and at `close`, so the
     episodes confirmed so far are known (`confirmed_episodes`);
   * turns a flush timeout into `ReverbTimeoutError` naming tables, address
-    and what was confirmed;
+    and what was confirmed, and closes the Reverb writer: left open, its
+    destructor would wait without end (at interpreter exit too) for items a
+    dead server or a blocking rate limiter never confirms;
   * checks each episode's rows against the table's columns before appending
     them (`columns`), and gives rows whose unknown dimensions differ from the
     first rows' a new Reverb writer, which would otherwise reject them.
@@ -48,14 +50,6 @@ from rlds_reverb.write import rows as rows_lib
 
 CONFIRM_EVERY_ROWS = 4096
 
-# Writers given up after a timeout. Reverb's writers wait in their destructor,
-# without end, for items they could not deliver; kept here, they are not
-# destroyed (also not at exit) and nothing hangs. Each holds at most
-# chunks.MAX_PENDING_ITEMS items, which still reach the table if the server
-# recovers or the rate limiter lets them in; a writer that has delivered them
-# all is released at the next writer's start.
-_ABANDONED = []
-
 
 @dataclasses.dataclass
 class Progress:
@@ -65,27 +59,6 @@ class Progress:
   items: int = 0
   confirmed_episodes: int = 0
   confirmed_items: int = 0
-
-
-def release_delivered_writers() -> int:
-  """Drops abandoned writers that have delivered every item; how many remain.
-
-  A writer with nothing left to deliver is destroyed without waiting.
-  """
-  _ABANDONED[:] = [w for w in _ABANDONED if not _delivered_all(w)]
-  return len(_ABANDONED)
-
-
-def _delivered_all(writer) -> bool:
-  """Whether the server has confirmed every item `writer` created; 1 ms.
-
-  A writer that fails otherwise is kept: its destructor may wait as well.
-  """
-  try:
-    writer.flush(0, timeout_ms=1)
-  except (reverb.errors.ReverbError, RuntimeError):
-    return False
-  return True
 
 
 class SequenceWriter:
@@ -107,7 +80,6 @@ class SequenceWriter:
                priority: float, address: str, timeout_s: float,
                chunk_length: chunks.ChunkLength = None,
                on_confirmed: Optional[Callable[[Progress], None]] = None):
-    release_delivered_writers()
     self._columns = columns_lib.columns_of(spec_structure)
     self._tables = list(tables)
     self._address = address
@@ -172,10 +144,21 @@ class SequenceWriter:
     return self.progress
 
   def close(self) -> Progress:
-    """Confirms everything, then releases the writer."""
-    progress = self.confirm()
-    self._release()
-    return progress
+    """Confirms everything, then closes the Reverb writer (also on failure)."""
+    try:
+      return self.confirm()
+    finally:
+      self.stop()
+
+  def stop(self) -> None:
+    """Closes the Reverb writer now; what it holds unconfirmed is dropped.
+
+    For every way a write ends: a Reverb writer that is not closed waits in
+    its destructor, without end, for items it could not deliver.
+    """
+    writer, self._writer = self._writer, None
+    if writer is not None:
+      writer.close()
 
   def _prepare(self, columns: Sequence[np.ndarray], episode: Any) -> None:
     """Checks rows before they are appended; a writer that takes them.
@@ -189,8 +172,7 @@ class SequenceWriter:
     columns_lib.check_rows(self._columns, columns, _place(episode))
     row_shapes = columns_lib.shapes(columns)
     if self._writer is not None and row_shapes != self._row_shapes:
-      self.confirm()
-      self._release()
+      self.close()
     if self._writer is None:
       self._writer = self._new_writer(columns)
     self._row_shapes = row_shapes
@@ -210,7 +192,9 @@ class SequenceWriter:
     num_rows = len(columns[0])
     items_per_row = np.zeros(num_rows, np.int64)
     items_per_row[item_ends] = len(self._tables)
-    flush_after = self._flush_points(items_per_row).tolist()
+    made = np.cumsum(items_per_row)  # Items made by the end of each row.
+    made_before = self.progress.items
+    flush_after = self._flush_points(made).tolist()
     ends_item = (items_per_row > 0).tolist()
     append, create = self._writer.append, self._writer.create_item
     squeeze, priority = self._squeeze, self._priority
@@ -222,18 +206,17 @@ class SequenceWriter:
         item = list(zip(*window))
         for table in self._tables:
           create(table, priority, item, squeeze)
-      if flush:
+      if flush:  # Counted first: a timeout says how many are unconfirmed.
+        self.progress.items = made_before + int(made[rows_done - 1])
         self._flush_closed_chunks(rows_done)
+    self.progress.items = made_before + int(made[-1])
     self._rows_in_chunks += num_rows
 
-  def _flush_points(self, items_per_row: np.ndarray) -> np.ndarray:
-    """Rows after which to flush, given how many items each row creates."""
-    if not len(items_per_row):  # pylint: disable=g-explicit-length-test
-      return np.zeros(0, bool)
-    totals = self._unflushed_items + np.cumsum(items_per_row)
+  def _flush_points(self, made: np.ndarray) -> np.ndarray:
+    """Rows after which to flush, given the items made by each row's end."""
+    totals = self._unflushed_items + made
     crossings = totals // self._flush_every
     self._unflushed_items = int(totals[-1] - crossings[-1] * self._flush_every)
-    self.progress.items += int(items_per_row.sum())
     return np.diff(crossings, prepend=0) > 0
 
   def _flush_closed_chunks(self, rows_this_episode: int) -> None:
@@ -261,29 +244,35 @@ class SequenceWriter:
     self._rows_in_chunks = 0
 
   def _wait(self, blocking_call) -> None:
-    """`blocking_call(timeout_ms=...)`; a timeout ends this writer."""
+    """`blocking_call(timeout_ms=...)`; a timeout closes and ends this writer."""
     if self._failure is not None:
       raise self._failure
     try:
       blocking_call(timeout_ms=self._timeout_ms)
     except reverb.errors.DeadlineExceededError as e:
-      tables = ', '.join(repr(t) for t in self._tables)
-      self._failure = ReverbTimeoutError(
-          f'Reverb server at {self._address} did not confirm items for table '
-          f'{tables} within {self._timeout_s:g} s: the server is down or '
-          f"unreachable, or the table's rate limiter blocks inserts. "
-          f'Confirmed before: '
-          f'{wording.count(self.progress.confirmed_episodes, "episode")}, '
-          f'{wording.count(self.progress.confirmed_items, "item")}.')
-      _ABANDONED.append(self._writer)
-      self._writer = None
+      self.stop()
+      self._failure = ReverbTimeoutError(self._timeout_text())
       raise self._failure from e
 
-  def _release(self) -> None:
-    """Closes the writer; call only when it holds nothing unconfirmed."""
-    if self._writer is not None:
-      self._writer.close()
-    self._writer = None
+  def _timeout_text(self) -> str:
+    """What was confirmed, and what may or may not be in the tables."""
+    progress = self.progress
+    tables = wording.noun(len(self._tables), 'table')
+    names = ', '.join(repr(t) for t in self._tables)
+    text = (
+        f'Reverb server at {self._address} did not confirm items for {tables} '
+        f'{names} within {self._timeout_s:g} s: the server is down or '
+        f'unreachable, or a rate limiter there blocks inserts. Confirmed '
+        f'before: {wording.count(progress.confirmed_episodes, "episode")}, '
+        f'{wording.count(progress.confirmed_items, "item")}.')
+    unconfirmed = progress.items - progress.confirmed_items
+    if unconfirmed:
+      text += (
+          f' The {wording.count(unconfirmed, "item")} written after those '
+          f'{wording.noun(unconfirmed, "was", "were")} not confirmed and may '
+          f'or may not be in the {tables}: the writer was closed, and the '
+          f'server may still insert those it had received.')
+    return text
 
 
 def _place(episode: Any) -> str:
