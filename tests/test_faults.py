@@ -187,6 +187,33 @@ def test_blocking_rate_limiter_warns_then_fails_after_timeout(
   assert info[table].current_size == headroom
 
 
+def _wait_for_size(address: str, table: str, size: int, push) -> None:
+  """Returns once `table` holds `size` items; fails if the push ends first."""
+  client = reverb.Client(address)
+  deadline = time.monotonic() + HANG_GUARD_S
+  while reverb_tables.table_size(client, table) < size:
+    assert push.poll() is None, push.communicate()
+    assert time.monotonic() < deadline, 'the table never filled up'
+    time.sleep(POLL_S)
+
+
+def test_ctrl_c_while_a_rate_limiter_blocks_ends_the_push(dirs):
+  """SIGINT ends a push waiting for a full queue at once, not at --timeout."""
+  with ServerProcess([{'name': 'queue', 'kind': 'queue', 'size': 3}]) as server:
+    push = _start_push('--dataset', dirs['clean'], '--server', server.address,
+                       '--table', 'queue', '--timeout', str(3 * HANG_GUARD_S))
+    _wait_for_size(server.address, 'queue', 3, push)  # Now it waits.
+    push.send_signal(signal.SIGINT)
+    try:
+      _, stderr = push.communicate(timeout=HANG_GUARD_S)
+    except subprocess.TimeoutExpired:
+      push.kill()
+      raise AssertionError(f'the push ignored SIGINT: {push.communicate()}')
+  assert push.returncode == 130, stderr
+  assert len(error_lines(stderr)) == 1, stderr
+  assert 'Traceback' not in stderr
+
+
 def corrupt_second_record(version_dir: str) -> None:
   [records] = pathlib.Path(version_dir).glob('*.tfrecord*')
   data = bytearray(records.read_bytes())

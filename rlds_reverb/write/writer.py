@@ -35,6 +35,7 @@ import collections
 import dataclasses
 import functools
 import math
+import time
 from typing import Any, Callable, List, Optional, Sequence, Union
 
 import numpy as np
@@ -49,6 +50,8 @@ from rlds_reverb.write import reverb_cpp
 from rlds_reverb.write import rows as rows_lib
 
 CONFIRM_EVERY_ROWS = 4096
+# The longest a wait for the server goes without looking at signals.
+WAIT_SLICE_MS = 250
 
 
 @dataclasses.dataclass
@@ -83,7 +86,6 @@ class SequenceWriter:
     self._columns = columns_lib.columns_of(spec_structure)
     self._tables = list(tables)
     self._address = address
-    self._timeout_ms = max(1, int(timeout_s * 1000))
     self._timeout_s = timeout_s
     self._on_confirmed = on_confirmed
     self._client = client
@@ -244,15 +246,26 @@ class SequenceWriter:
     self._rows_in_chunks = 0
 
   def _wait(self, blocking_call) -> None:
-    """`blocking_call(timeout_ms=...)`; a timeout closes and ends this writer."""
+    """`blocking_call(timeout_ms=...)`; a timeout closes and ends this writer.
+
+    It waits in slices of `WAIT_SLICE_MS`: Python runs signal handlers only
+    between them, so Ctrl-C stops a push that waits for a blocked server at
+    once, not after the whole timeout.
+    """
     if self._failure is not None:
       raise self._failure
-    try:
-      blocking_call(timeout_ms=self._timeout_ms)
-    except reverb.errors.DeadlineExceededError as e:
-      self.stop()
-      self._failure = ReverbTimeoutError(self._timeout_text())
-      raise self._failure from e
+    deadline = time.monotonic() + self._timeout_s
+    while True:
+      left_ms = max(1, int((deadline - time.monotonic()) * 1000))
+      try:
+        blocking_call(timeout_ms=min(left_ms, WAIT_SLICE_MS))
+        return
+      except reverb.errors.DeadlineExceededError as e:
+        if left_ms > WAIT_SLICE_MS:
+          continue
+        self.stop()
+        self._failure = ReverbTimeoutError(self._timeout_text())
+        raise self._failure from e
 
   def _timeout_text(self) -> str:
     """What was confirmed, and what may or may not be in the tables."""
