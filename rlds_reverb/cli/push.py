@@ -62,7 +62,7 @@ LISTED_SKIPS = 5
 def add_arguments(parser: argparse.ArgumentParser) -> None:
   options.add_dataset_arguments(parser)
   parser.add_argument('--server', required=True, action='append',
-                      metavar='HOST:PORT',
+                      type=options.server_address, metavar='HOST:PORT',
                       help=('the Reverb server; repeat with --workers or '
                             '--runner to spread the data over several'))
   parser.add_argument('--table', required=True, action='append',
