@@ -10,6 +10,7 @@ import os
 import pathlib
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -63,12 +64,14 @@ def pushed_items(signature):
 class Serve:
   """`rlds-reverb serve` as a subprocess with its stderr in a file."""
 
-  def __init__(self, dataset, stderr_path, checkpoint_dir=None):
+  def __init__(self, dataset, stderr_path, checkpoint_dir=None, port=None):
     command = [sys.executable, '-m', 'rlds_reverb', 'serve', '--dataset',
                dataset, '--table', TABLE, '--sampler', 'fifo',
                '--max-size', '100']
     if checkpoint_dir is not None:
       command += ['--checkpoint-dir', str(checkpoint_dir)]
+    if port is not None:
+      command += ['--port', str(port)]
     self.stderr_path = pathlib.Path(stderr_path)
     with open(self.stderr_path, 'w') as stderr:
       self.process = subprocess.Popen(command, stdout=subprocess.PIPE,
@@ -85,6 +88,9 @@ class Serve:
       guard.cancel()
     assert line.startswith(f'serving {TABLE} on '), (line, self.stderr())
     self.address = line.split()[-1]
+    self.port = int(self.address.split(':')[-1])
+    assert line == (f'serving {TABLE} on port {self.port} of every interface, '
+                    f'e.g. localhost:{self.port}\n'), line
     return self
 
   def __exit__(self, *exc_info):
@@ -245,6 +251,76 @@ def test_unwritable_checkpoint_dir_fails_at_start(dataset, tmp_path):
       f'rlds-reverb: error: --checkpoint-dir: {tmp_path}/file/ckpt is not '
       'writable: Not a directory']
   assert result.stdout == ''
+
+
+# Ports: a served port is refused; what serve prints is where it listens.
+
+
+def free_port() -> int:
+  with socket.socket(socket.AF_INET6) as probe:
+    probe.bind(('::', 0))
+    return probe.getsockname()[1]
+
+
+def test_second_serve_on_a_served_port_is_refused(dataset, pushed_items,
+                                                  tmp_path):
+  """gRPC would let it listen there too, and pushes would land on either."""
+  port = free_port()
+  with Serve(dataset, tmp_path / 'first.err', port=port) as first:
+    assert first.address == f'localhost:{port}'
+    second = run_cli('serve', '--dataset', dataset, '--table', TABLE,
+                     '--port', port)
+    assert second.returncode == 2, second.stderr
+    assert second.stdout == ''
+    assert error_lines(second.stderr) == [
+        f'rlds-reverb: error: --port: port {port} is already in use: another '
+        'server listens there; choose another port, or stop that server '
+        'first']
+    with pytest.raises(rlds_reverb.AddressError, match='already in use'):
+      rlds_reverb.check_port_free(port)  # The Python API, the same check.
+    # Every interface: both loopbacks reach the one server.
+    push(f'127.0.0.1:{port}')
+    push(f'[::1]:{port}')
+    assert (reverb_tables.as_multiset(take_all(first.address))
+            == reverb_tables.as_multiset(pushed_items * 2))
+    assert first.stop(signal.SIGINT) == 0, first.stderr()  # Ctrl-C.
+  assert 'Traceback' not in first.stderr()
+  rlds_reverb.check_port_free(port)
+
+
+def test_port_held_by_another_program_is_refused(dataset):
+  with socket.socket(socket.AF_INET6) as listener:
+    listener.bind(('::', 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    result = run_cli('serve', '--dataset', dataset, '--table', TABLE,
+                     '--port', port)
+  assert result.returncode == 2
+  assert error_lines(result.stderr) == [
+      f'rlds-reverb: error: --port: port {port} is already in use: another '
+      'server listens there; choose another port, or stop that server first']
+
+
+@pytest.mark.parametrize('port', ['99999', '65536', '-1', 'http'])
+def test_port_out_of_range_is_a_usage_error(dataset, port):
+  """Reverb would listen on 99999 % 65536 while saying 99999."""
+  result = run_cli('serve', '--dataset', dataset, '--table', TABLE,
+                   '--port', port)
+  assert result.returncode == 2
+  assert result.stderr.splitlines()[-1] == (
+      'rlds-reverb serve: error: argument --port: must be a port from 1 to '
+      f"65535 (or 0 for a free one), got '{port}'")
+
+
+def test_port_0_serves_on_a_free_port_it_prints(dataset, pushed_items,
+                                                tmp_path):
+  """Reverb given port 0 would listen on a port it does not report."""
+  with Serve(dataset, tmp_path / 'serve.err', port=0) as serve:
+    assert serve.port != 0
+    push(serve.address)
+    assert (reverb_tables.as_multiset(take_all(serve.address))
+            == reverb_tables.as_multiset(pushed_items))
+    assert serve.stop(signal.SIGTERM) == 0
 
 
 # Which checkpoint Reverb loads, against what `checkpoints.find` says.
