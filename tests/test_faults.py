@@ -192,6 +192,46 @@ def test_blocking_rate_limiter_warns_then_fails_after_timeout(
   assert info[table].current_size == headroom
 
 
+# A limiter that blocks before `max_size` keeps the table from filling up:
+# only the blocking warning (a Queue(3) of max_size 3 evicts nothing). One
+# that blocks after it: both, and it evicts only what goes in before it blocks.
+CAPACITY_CASES = {
+    # table: (config, warnings, size after the push, first item held)
+    'queue': ({'kind': 'queue', 'size': 3},
+              ["table 'queue' has rate limiter Queue(3), which blocks inserts "
+               'after 3 more items until something samples; this push writes '
+               '6, and fails after the timeout if nothing samples.'], 3, 0),
+    'ratio': ({'kind': 'ratio', 'samples_per_insert': 1.0, 'min_size': 1,
+               'error_buffer': 3.0, 'max_size': 2},
+              ["table 'ratio' holds at most 2 items and has 0; this push "
+               'writes 6, so Reverb will silently remove 2 of the oldest '
+               'before its rate limiter blocks.',
+               "table 'ratio' has rate limiter SampleToInsertRatio("
+               'samples_per_insert=1, min_size_to_sample=1, min_diff=-2, '
+               'max_diff=4), which blocks inserts after 4 more items until '
+               'something samples; this push writes 6, and fails after the '
+               'timeout if nothing samples.'], 2, 2),
+}
+
+
+@pytest.mark.parametrize('table', CAPACITY_CASES)
+def test_capacity_warnings_say_what_the_table_does(dirs, table):
+  config, warnings, size, first = CAPACITY_CASES[table]
+  with ServerProcess([{'name': table, **config}]) as server:
+    result = run_cli('push', '--dataset', dirs['clean'], '--server',
+                     server.address, '--table', table, '--timeout', '2')
+    client = reverb.Client(server.address)
+    assert reverb_tables.table_size(client, table) == size
+    sample = next(client.sample(table, emit_timesteps=False))
+  assert result.returncode == 1
+  assert [line[len('rlds-reverb: warning: '):]
+          for line in result.stderr.splitlines()
+          if line.startswith('rlds-reverb: warning: ')] == warnings
+  pairs = [np.stack([e['observation'][i], e['observation'][i + 1]])
+           for e in CLEAN for i in range(len(e['reward']) - 1)]
+  np.testing.assert_array_equal(sample.data[1], pairs[first])  # The oldest.
+
+
 def _wait_for_size(address: str, table: str, size: int, push) -> None:
   """Returns once `table` holds `size` items; fails if the push ends first."""
   client = reverb.Client(address)
