@@ -25,6 +25,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 import zlib
 
 DONE = 'DONE'
+_CHUNKS = 'chunks.tfrecord'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,16 +100,21 @@ _SCHEMA_FIELDS = {
 }
 
 
-def chunk_lengths(checkpoint: str) -> Dict[str, List[Counter]]:
+def chunk_lengths(path: str) -> Dict[str, List[Counter]]:
   """Per table, per item column: a Counter of the lengths of its chunks.
 
-  `checkpoint` is one checkpoint's directory (`Checkpoints.path(newest)`).
-  A chunk's length is the number of steps it holds; each chunk counts once
-  per table.
+  `path` is one checkpoint's directory, or the directory Reverb checkpoints
+  into (`serve --checkpoint-dir`, `DefaultCheckpointer(path)`): then its
+  newest complete checkpoint, the one Reverb would load, is read. A chunk's
+  length is the number of steps it holds; each chunk counts once per table.
+
+  Raises:
+    FileNotFoundError: `path` is neither, naming what it holds instead.
   """
+  checkpoint = checkpoint_path(path)
   classes = _schema_classes()
   chunks = {}
-  for record in read_records(os.path.join(checkpoint, 'chunks.tfrecord')):
+  for record in read_records(os.path.join(checkpoint, _CHUNKS)):
     chunk = classes['ChunkData'].FromString(record)
     chunks[chunk.chunk_key] = chunk.sequence_range.end - chunk.sequence_range.start + 1
   result: Dict[str, List[Counter]] = {}
@@ -123,6 +129,30 @@ def chunk_lengths(checkpoint: str) -> Dict[str, List[Counter]]:
           seen.add((item.table, chunk_slice.chunk_key))
           counter[chunks[chunk_slice.chunk_key]] += 1
   return result
+
+
+def checkpoint_path(path: str) -> str:
+  """`path` if it is one checkpoint, else its newest complete checkpoint."""
+  if os.path.isfile(os.path.join(path, _CHUNKS)):
+    return path
+  found = find(path)
+  if found.newest:
+    return found.path(found.newest)
+  if not os.path.isdir(path):
+    raise FileNotFoundError(f'No Reverb checkpoint at {path}: no such '
+                            'directory')
+  raise FileNotFoundError(
+      f'No Reverb checkpoint at {path}: it holds no {_CHUNKS}, and no '
+      f'checkpoint directory with a {DONE} file'
+      f'{_listed(found.incomplete)}')
+
+
+def _listed(names: Tuple[str, ...], most: int = 3) -> str:
+  """' (among a, b, c and 2 more)' for messages; '' for none."""
+  if not names:
+    return ''
+  more = f' and {len(names) - most} more' if len(names) > most else ''
+  return f' (among {", ".join(names[:most])}{more})'
 
 
 def read_records(path: str) -> Iterator[bytes]:

@@ -402,6 +402,31 @@ def test_find_names_what_reverb_loads(case, signature, tmp_path):
     assert checkpoints.find(str(root)).incomplete == ()
 
 
+def test_chunk_lengths_of_a_checkpoint_dir_read_what_reverb_loads(
+    signature, tmp_path):
+  """serve's --checkpoint-dir gives its newest complete checkpoint's."""
+  root = tmp_path / 'ckpt'
+  name = _reverb_checkpoint(root, signature)
+  broken = '9999-12-31T23:59:59+00:00'  # Newer, without DONE or chunks.
+  (root / broken).mkdir()
+  (root / broken / 'tables.tfrecord').write_text('')
+  lengths = checkpoints.chunk_lengths(str(root))
+  assert lengths == checkpoints.chunk_lengths(str(root / name))
+  # Every column of the 6 items stores CLEAN's 9 steps.
+  assert [sum(length * count for length, count in column.items())
+          for column in lengths[TABLE]] == [9] * len(lengths[TABLE])
+  with pytest.raises(FileNotFoundError) as missing:
+    checkpoints.chunk_lengths(str(tmp_path / 'missing'))
+  assert str(missing.value) == (
+      f'No Reverb checkpoint at {tmp_path}/missing: no such directory')
+  shutil.rmtree(root / name)
+  with pytest.raises(FileNotFoundError) as incomplete:
+    checkpoints.chunk_lengths(str(root))
+  assert str(incomplete.value) == (
+      f'No Reverb checkpoint at {root}: it holds no chunks.tfrecord, and no '
+      f'checkpoint directory with a DONE file (among {broken})')
+
+
 def test_writable_error(tmp_path):
   (tmp_path / 'file').write_text('')
   assert checkpoints.writable_error(str(tmp_path / 'new' / 'ckpt')) is None
