@@ -40,6 +40,8 @@ _CERTAIN = {errno.ECONNREFUSED: 'the connection was refused (nothing '
                                 'listens on that port)',
             errno.ENETUNREACH: 'the network is unreachable',
             errno.EHOSTUNREACH: 'no route to the host'}
+# `_connect_problem`'s answer for a connect that timed out.
+_NO_ANSWER = 'no answer'
 # What gRPC reads to send its connections through a proxy, and to skip it.
 _PROXY_VARIABLES = ('grpc_proxy', 'https_proxy', 'http_proxy')
 _NO_PROXY_VARIABLES = ('no_grpc_proxy', 'no_proxy')
@@ -111,6 +113,9 @@ def check_reachable(address: str, timeout_s: float,
   if _through_proxy(host):
     return
   problem = _connect_problem(host, port, timeout_s)
+  if problem is _NO_ANSWER:
+    raise ServerUnavailableError(
+        f'No Reverb server answered at {address} within {timeout_s:g} s.')
   if problem is not None:
     raise ServerUnavailableError(f'No Reverb server at {address}: {problem}.')
 
@@ -132,7 +137,7 @@ def _connect_problem(host: str, port: int, timeout_s: float) -> Optional[str]:
         connection.connect(target)
         return None
       except socket.timeout:
-        return f'no answer within {timeout_s:g} s'
+        return _NO_ANSWER
       except OSError as e:
         if e.errno not in _CERTAIN:
           return None  # Not certain: let the caller's call decide.

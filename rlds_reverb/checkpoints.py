@@ -156,15 +156,28 @@ def _listed(names: Tuple[str, ...], most: int = 3) -> str:
 
 
 def read_records(path: str) -> Iterator[bytes]:
-  """The records of a zlib-compressed TFRecord file (CRCs not checked)."""
+  """The records of a zlib-compressed TFRecord file (CRCs not checked).
+
+  Raises:
+    ValueError: the file is cut short or not zlib (a checkpoint being
+      written, or damaged), naming it.
+  """
   with open(path, 'rb') as f:
-    data = zlib.decompress(f.read())
+    try:
+      data = zlib.decompress(f.read())
+    except zlib.error as e:
+      raise ValueError(f'{path} is not a complete zlib-compressed TFRecord '
+                       f'file ({e})') from e
   position = 0
   while position < len(data):
-    (length,) = struct.unpack_from('<Q', data, position)
     start = position + 12  # length, its CRC
+    length = (struct.unpack_from('<Q', data, position)[0]
+              if start <= len(data) else 0)
+    if start + length + 4 > len(data):  # data, its CRC
+      raise ValueError(f'{path} ends inside a record: the one at byte '
+                       f'{position} of {len(data)} (decompressed)')
     yield data[start:start + length]
-    position = start + length + 4  # data, its CRC
+    position = start + length + 4
 
 
 def _schema_classes():

@@ -41,6 +41,18 @@ def silent_address():
 
 
 @pytest.fixture
+def blackholed_address():
+  """'127.0.0.1:PORT' where a TCP connect gets no answer, as from a host that
+  drops packets: a listening socket whose accept queue (of 1) is full; the
+  kernel drops further SYNs."""
+  with socket.socket() as listener, socket.socket() as first:
+    listener.bind(('127.0.0.1', 0))
+    listener.listen(0)
+    first.connect(listener.getsockname())
+    yield f'127.0.0.1:{listener.getsockname()[1]}'
+
+
+@pytest.fixture
 def refused_address():
   """'localhost:PORT' of a port bound but not listening: connect is refused."""
   with socket.socket(socket.AF_INET6) as bound:

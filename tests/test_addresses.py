@@ -86,6 +86,13 @@ def test_unresolvable_host_fails_at_once():
     addresses.check_reachable('nosuchhost.invalid:80', timeout_s=1)
 
 
+def test_host_that_drops_connects_fails_after_the_timeout(blackholed_address):
+  with pytest.raises(rlds_reverb.ServerUnavailableError) as error:
+    addresses.check_reachable(blackholed_address, timeout_s=1)
+  assert str(error.value) == (
+      f'No Reverb server answered at {blackholed_address} within 1 s.')
+
+
 def test_silent_host_waits_for_the_timeout(silent_address):
   """A TCP connect that succeeds decides nothing: Reverb's call times out."""
   addresses.check_reachable(silent_address, timeout_s=1)

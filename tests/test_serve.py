@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import zlib
 
 import numpy as np
 import pytest
@@ -419,6 +420,18 @@ def test_chunk_lengths_of_a_checkpoint_dir_read_what_reverb_loads(
     checkpoints.chunk_lengths(str(tmp_path / 'missing'))
   assert str(missing.value) == (
       f'No Reverb checkpoint at {tmp_path}/missing: no such directory')
+  chunks_file = root / name / 'chunks.tfrecord'
+  whole = chunks_file.read_bytes()
+  chunks_file.write_bytes(whole[:len(whole) // 2])
+  with pytest.raises(ValueError) as cut:
+    checkpoints.chunk_lengths(str(root))
+  assert str(cut.value).startswith(
+      f'{chunks_file} is not a complete zlib-compressed TFRecord file (')
+  chunks_file.write_bytes(zlib.compress(zlib.decompress(whole)[:-5]))
+  with pytest.raises(ValueError) as short:
+    checkpoints.chunk_lengths(str(root))
+  assert str(short.value).startswith(
+      f'{chunks_file} ends inside a record: the one at byte ')
   shutil.rmtree(root / name)
   with pytest.raises(FileNotFoundError) as incomplete:
     checkpoints.chunk_lengths(str(root))
