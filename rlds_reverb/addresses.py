@@ -14,7 +14,7 @@ malformed address ('localhost', 'http://localhost:8000', '8000') or a port
 nobody listens on was found only when `server_info` gave up after its whole
 timeout. And gRPC opens server ports with SO_REUSEPORT, so a second
 `reverb.Server` on a port that another Reverb server holds starts without a
-word, and clients then reach either one: the data lands on both.
+word, and clients then reach either one: pushes land on both servers.
 
 Plain sockets only: the command line checks addresses before it imports
 TensorFlow, and `--workers` before it spawns a process.
@@ -62,36 +62,41 @@ def parse(address, what: str = 'server address') -> Tuple[str, int]:
 
 def _split(address: str, what: str) -> Tuple[str, str]:
   """(host, port text); IPv6 hosts in brackets, without them."""
-  def fail(reason: str):
-    return AddressError(f'{what} {address!r} is not HOST:PORT: {reason}; '
-                        f'expected e.g. {EXAMPLE}')
   if '://' in address:
-    raise fail('drop the scheme (Reverb speaks gRPC, not HTTP)')
+    raise _malformed(address, what,
+                     'drop the scheme (Reverb speaks gRPC, not HTTP)')
   if address.startswith('['):
     host, bracket, port = address[1:].partition(']:')
     if not bracket:
-      raise fail('an IPv6 host needs its port after the bracket')
+      raise _malformed(address, what,
+                       'an IPv6 host needs its port after the bracket')
     try:
       ipaddress.IPv6Address(host)
     except ValueError:
-      raise fail(f'{host!r} is not an IPv6 address') from None
+      raise _malformed(address, what,
+                       f'{host!r} is not an IPv6 address') from None
     return host, port
   if address.count(':') > 1:
-    raise fail('write an IPv6 host in brackets')
+    raise _malformed(address, what, 'write an IPv6 host in brackets')
   host, colon, port = address.partition(':')
   if not colon:
-    raise fail('no port')
+    raise _malformed(address, what, 'no port')
   if not _HOST.match(host):
-    raise fail(f'{host!r} is not a host name' if host else 'no host')
+    raise _malformed(address, what,
+                     f'{host!r} is not a host name' if host else 'no host')
   return host, port
 
 
 def _port_of(address: str, text: str, what: str) -> int:
   if not text.isdigit() or not 1 <= int(text) <= MAX_PORT:
-    raise AddressError(f'{what} {address!r} is not HOST:PORT: the port must '
-                       f'be a number from 1 to {MAX_PORT}, got {text!r}; '
-                       f'expected e.g. {EXAMPLE}')
+    raise _malformed(address, what, f'the port must be a number from 1 to '
+                                    f'{MAX_PORT}, got {text!r}')
   return int(text)
+
+
+def _malformed(address: str, what: str, reason: str) -> AddressError:
+  return AddressError(f'{what} {address!r} is not HOST:PORT: {reason}; '
+                      f'expected e.g. {EXAMPLE}')
 
 
 def check_reachable(address: str, timeout_s: float,
