@@ -90,6 +90,8 @@ FULL = Budget(offline_steps=5_000, online_steps=20_000, eval_interval=1_000,
               eval_episodes=10)
 QUICK = Budget(offline_steps=100, online_steps=100, eval_interval=50,
                eval_episodes=2)
+# Written by a full run unless --plot names another file; --quick writes none.
+DEFAULT_PLOT = 'learning_curves.png'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,8 +141,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                       help='default 0 1 2 (--quick: 0)')
   parser.add_argument('--seed', type=int, default=0,
                       help='the seed of --offline-only (default 0)')
-  parser.add_argument('--plot', default='learning_curves.png',
-                      help='PNG of the curves (default: %(default)s)')
+  parser.add_argument('--plot', default=None, metavar='FILE.png',
+                      help=f'PNG of the curves (default: {DEFAULT_PLOT}; '
+                           'none with --quick)')
   parser.add_argument('--json', metavar='FILE',
                       help='write the curves and the summary as JSON')
   parser.add_argument('--offline-only', action='store_true',
@@ -555,8 +558,10 @@ def compare(args: argparse.Namespace) -> None:
       rlds_reverb.load(args.dataset)).returns))
   summary = summarize(runs_by_variant, budget, random_value, data_return)
   print_goals(summary, budget)
-  write_plot(args.plot, runs_by_variant, random_value, data_return, budget)
-  print(f'learning curves: {os.path.abspath(args.plot)}')
+  plot = args.plot or (None if args.quick else DEFAULT_PLOT)
+  if plot:
+    write_plot(plot, runs_by_variant, random_value, data_return, budget)
+    print(f'learning curves: {os.path.abspath(plot)}')
   if args.json:
     with open(args.json, 'w') as f:
       json.dump(as_json(runs_by_variant, summary, budget, hp, random_value,

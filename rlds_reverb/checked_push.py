@@ -26,6 +26,7 @@ rules to each episode as it comes (`skip_reason`).
 import dataclasses
 import enum
 import functools
+import math
 import warnings
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
@@ -38,6 +39,7 @@ from rlds_reverb import validation
 from rlds_reverb import wording
 from rlds_reverb.errors import DataReadError
 from rlds_reverb.errors import MalformedEpisodeError
+from rlds_reverb.errors import ResumeStateError
 from rlds_reverb.errors import RldsReverbError
 from rlds_reverb.specs import fields
 from rlds_reverb.write import capacity
@@ -76,11 +78,17 @@ class CapacityWarning(UserWarning):
   """A table would silently evict items, or its rate limiter would block."""
 
 
+class ShortEpisodesWarning(UserWarning):
+  """Episodes shorter than an item give none (padding gives them one)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Settings:
-  """Which items a push writes and how long it waits for the server.
+  """Which items a push writes, from which data, and how long it waits.
 
   `end_of_episode` may be given as its value ('drop', 'pad', 'tile').
+  `strict` refuses data without `discount` or `reward`, or with one-element
+  discounts or flags, instead of reading them with defaults (`StepFormat`).
   """
   sequence_length: int = 2
   stride_length: int = 1
@@ -88,10 +96,17 @@ class Settings:
   end_of_episode: items_lib.EndOfEpisode = items_lib.EndOfEpisode.DROP
   timeout: float = write_push.DEFAULT_TIMEOUT_S
   chunk_length: chunks.ChunkLength = None
+  strict: bool = False
 
   def __post_init__(self):
     object.__setattr__(self, 'end_of_episode',
                        items_lib.EndOfEpisode(self.end_of_episode))
+    object.__setattr__(self, 'priority',
+                       items_lib.check_priority(self.priority))
+    if not (isinstance(self.timeout, (int, float)) and
+            math.isfinite(self.timeout) and self.timeout > 0):
+      raise ValueError(f'timeout must be a finite number of seconds > 0, got '
+                       f'{self.timeout!r}.')
 
   def item_plan(self) -> items_lib.SequenceItems:
     return items_lib.SequenceItems(self.sequence_length, self.stride_length,
@@ -137,6 +152,10 @@ class Plan:
   steps: Optional[int]
   warnings: Tuple[str, ...]
   state: resume_lib.State
+  # Fields read otherwise than stored (`StepFormat.notes`).
+  notes: Tuple[str, ...] = ()
+  # The warning of `warnings` about episodes that give no item, if any.
+  short_episodes: Optional[str] = None
 
 
 def push(
@@ -154,6 +173,8 @@ def push(
     on_invalid: Union[str, OnInvalid] = OnInvalid.RAISE,
     resume: Optional[str] = None,
     on_confirmed: Optional[Callable[[Any], None]] = None,
+    strict: bool = False,
+    resume_anyway: bool = False,
 ) -> PushResult:
   """Checks, then writes `rlds_data` as fixed-length trajectory items.
 
@@ -179,15 +200,24 @@ def push(
     on_invalid: 'raise', 'skip' or 'stop' (`OnInvalid`).
     resume: a JSON file where progress is saved after each confirmation; run
       again with the same data and arguments, the push skips the episodes it
-      says were confirmed.
+      says were confirmed. It must be writable (checked first), and the
+      tables must still hold what it says was confirmed (they count their
+      inserts, a checkpoint restores the count).
+    resume_anyway: continue after the episodes the resume file names even
+      when a table has lost them (a server restarted empty).
     on_confirmed: called with the writer's `Progress` after each confirmation.
+    strict: refuse data without `discount` or `reward`, or with a discount
+      or flag of shape (1,), as TF-Agents does; else they are read with
+      defaults (1.0, 0.0) and as scalars, and `notes` says so.
 
   Returns:
     A `PushResult` of confirmed counts, with the episodes left out
-    (`skipped`), the capacity warnings, and what a resume file skipped.
+    (`skipped`), the capacity warnings, what a resume file skipped, and
+    `notes` on fields read otherwise than stored.
 
   Raises:
-    StepSpecError, ValueError (a bad chunk_length or on_invalid),
+    StepSpecError, ValueError (a bad chunk_length, on_invalid or priority,
+      a table named twice),
       ServerUnavailableError, TableNotFoundError, SignatureMismatchError,
       DataReadError, MalformedEpisodeError, ResumeStateError: before writing.
     ReverbTimeoutError: the server stopped confirming; says what was.
@@ -197,23 +227,29 @@ def push(
   job = CheckedPush(
       rlds_data, server, tables,
       Settings(sequence_length, stride_length, priority, end_of_episode,
-               timeout, chunk_length),
-      on_invalid=on_invalid, resume=resume, policy_info_fn=policy_info_fn)
-  for message in job.check().warnings:
-    warnings.warn(message, CapacityWarning, stacklevel=2)
+               timeout, chunk_length, strict),
+      on_invalid=on_invalid, resume=resume, policy_info_fn=policy_info_fn,
+      resume_anyway=resume_anyway)
+  plan = job.check()
+  for message in plan.warnings:
+    category = (ShortEpisodesWarning if message == plan.short_episodes
+                else CapacityWarning)
+    warnings.warn(message, category, stacklevel=2)
   return job.write(on_confirmed)
 
 
 def push_source(source: Source, server: server_lib.ServerLike,
                 tables: Sequence[str], settings: Settings,
                 on_invalid: Union[str, OnInvalid] = OnInvalid.RAISE,
-                resume: Optional[str] = None) -> PushResult:
+                resume: Optional[str] = None,
+                resume_anyway: bool = False) -> PushResult:
   """The checked push of a dataset by name (a shard of it): what workers run.
 
   The resume file, if any, also records the dataset, split and shard.
   """
   job = CheckedPush(source.load(), server, tables, settings,
-                    on_invalid=on_invalid, resume=resume, source=source)
+                    on_invalid=on_invalid, resume=resume, source=source,
+                    resume_anyway=resume_anyway)
   job.check()
   return job.write()
 
@@ -232,22 +268,30 @@ class CheckedPush:
                on_invalid: Union[str, OnInvalid] = OnInvalid.RAISE,
                resume: Optional[str] = None,
                source: Optional[Source] = None,
-               policy_info_fn: Optional[fields.PolicyInfoFn] = None):
+               policy_info_fn: Optional[fields.PolicyInfoFn] = None,
+               resume_anyway: bool = False):
     self._data = rlds_data
     self._client, self._address = server_lib.connect(server)
-    self._tables = [tables] if isinstance(tables, str) else list(tables)
+    self._tables = items_lib.table_names(tables)
     self._settings = settings
     self._on_invalid = OnInvalid.of(on_invalid)
     self._resume = resume
+    self._resume_anyway = resume_anyway
     self._source = source
     self._policy_info_fn = policy_info_fn
     self._infos = None
     self._plan = None
 
-  def check(self) -> Plan:
-    """Everything before writing; raises if the push must not start."""
-    spec = specs.trajectory_spec(specs.steps_spec(self._data),
-                                 self._policy_info_fn)
+  def check(self, on_read: Optional[Callable[[int, int], None]] = None
+            ) -> Plan:
+    """Everything before writing; raises if the push must not start.
+
+    `on_read(episodes, steps)` is called as the data is read ahead.
+    """
+    if self._resume:
+      resume_lib.check_writable(self._resume)
+    step_format = specs.step_format(self._data, self._settings.strict)
+    spec = specs.trajectory_spec(step_format.spec, self._policy_info_fn)
     chunks.check_option(
         self._settings.chunk_length, columns.columns_of(spec),
         chunks.max_chunk_length(len(self._tables),
@@ -255,9 +299,11 @@ class CheckedPush:
     self._infos = write_push.check_tables(self._client, self._tables, spec,
                                           self._settings.timeout)
     if self._on_invalid is OnInvalid.STOP:
-      self._plan = Plan((), None, (), self._state(None))
+      plan = Plan((), None, (), self._state(None))
     else:
-      self._plan = self._plan_from(self._read_ahead())
+      plan = self._plan_from(self._read_ahead(on_read))
+    self._check_confirmed_kept(plan.state)
+    self._plan = dataclasses.replace(plan, notes=tuple(step_format.notes()))
     return self._plan
 
   def _plan_from(self, report: validation.Report) -> Plan:
@@ -268,10 +314,54 @@ class CheckedPush:
     state = self._state(len(kept))
     to_write = kept[state.confirmed_episodes:]
     item_plan = self._settings.item_plan()
-    items = sum(len(item_plan.plan(report.lengths[i]).item_ends)
-                for i in to_write)
+    items_of = [len(item_plan.plan(report.lengths[i]).item_ends)
+                for i in to_write]
+    warnings = capacity.warnings_for(self._infos, sum(items_of))
+    without_items = sum(1 for count in items_of if not count)
+    short = None
+    if without_items:
+      short = self._short_episodes_text(
+          without_items, len(items_of),
+          max(report.lengths[i] for i in to_write))
+      warnings.append(short)
     return Plan(skipped, sum(report.lengths[i] for i in to_write),
-                tuple(capacity.warnings_for(self._infos, items)), state)
+                tuple(warnings), state, short_episodes=short)
+
+  def _short_episodes_text(self, short: int, episodes: int,
+                           longest: int) -> str:
+    """Episodes shorter than an item give none (TF-Agents' observer too)."""
+    settings = self._settings
+    what = ('no episode gives an item: nothing will be written'
+            if short == episodes else
+            f'{short} of {wording.count(episodes, "episode")} give no item')
+    return (f'{what}; an item has {settings.sequence_length} steps and the '
+            f'longest episode {wording.count(longest, "step")}. Padding '
+            f"(end_of_episode='pad', --pad-end-of-episodes) gives each "
+            f'episode shorter than an item one item.')
+
+  def _check_confirmed_kept(self, state: resume_lib.State) -> None:
+    """Raises if a table lost what a resume file says was confirmed there.
+
+    A table counts every insert since it was made (a checkpoint restores the
+    count); fewer than this push confirmed means the server was restarted
+    without them (or the table reset), and resuming would leave them out.
+    """
+    if not state.confirmed_items or self._resume_anyway:
+      return
+    confirmed = state.confirmed_items // len(self._tables)
+    for table, info in self._infos.items():
+      inserts = info.rate_limiter_info.insert_stats.completed
+      if inserts < confirmed:
+        raise ResumeStateError(
+            f'Resume file {self._resume} says '
+            f'{wording.count(confirmed, "item")} of this push were confirmed '
+            f'into table {table!r} at {self._address}, but that table has '
+            f'taken {wording.count(inserts, "insert")} since it was made: '
+            f'they are gone (a server restarted without a checkpoint that '
+            f'holds them, or the table was reset). Nothing was written. '
+            f'Delete {self._resume} to push everything again, or continue '
+            f'after the episodes it names with --resume-anyway (Python: '
+            f'resume_anyway=True).')
 
   def write(self, on_confirmed: Optional[Callable[[Any], None]] = None
             ) -> PushResult:
@@ -279,7 +369,7 @@ class CheckedPush:
     plan = self._plan or self.check()
     done = plan.state.confirmed_episodes
     found = dict(resumed_after_episodes=done, skipped=plan.skipped,
-                 warnings=plan.warnings)
+                 warnings=plan.warnings, notes=plan.notes)
     if plan.state.complete:
       return PushResult(0, 0, 0, 0.0, len(plan.skipped), **found)
     recorder = (resume_lib.Recorder(self._resume, plan.state)
@@ -291,7 +381,8 @@ class CheckedPush:
         self._data, [episode.position for episode in plan.skipped]).skip(done)
     try:
       result = self._write(remaining, callbacks)
-    except (RldsReverbError, tf.errors.OpError, ValueError) as e:
+    except (RldsReverbError, tf.errors.OpError, ValueError,
+            KeyboardInterrupt) as e:
       self._note_progress(e, recorder, done)
       raise
     if recorder is not None:
@@ -310,14 +401,15 @@ class CheckedPush:
         policy_info_fn=self._policy_info_fn, timeout=settings.timeout,
         chunk_length=settings.chunk_length,
         on_confirmed=functools.partial(_call_each, callbacks),
-        table_infos=self._infos)
+        table_infos=self._infos, strict=settings.strict)
 
-  def _read_ahead(self) -> validation.Report:
+  def _read_ahead(self, on_read) -> validation.Report:
     """Reads every episode before writing: a corrupt record fails here."""
     try:
-      return validation.validate(self._data)
+      return validation.validate(self._data, on_read=on_read)
     except tf.errors.OpError as e:
-      reason = e.message.strip().split('\n')[0]
+      source = self._source or Source(None)
+      reason = sources.read_error_text(e, source.dataset, source.data_dir)
       raise DataReadError(
           f'Cannot read {self._name()}: {reason}; nothing was written.'
       ) from e

@@ -24,6 +24,8 @@ from the workers while they start.
 import concurrent.futures
 import dataclasses
 import multiprocessing
+import os
+import signal
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -54,7 +56,7 @@ def push_shards(dataset: Union[str, Sequence[str]],
                 tables: Union[str, Sequence[str]], *, workers: int,
                 split: str = 'train', data_dir: Optional[str] = None,
                 on_invalid: str = 'raise', resume: Optional[str] = None,
-                **push_options):
+                resume_anyway: bool = False, **push_options):
   """Pushes the `workers` shards of `dataset` at once; sums their results.
 
   Args:
@@ -67,8 +69,10 @@ def push_shards(dataset: Union[str, Sequence[str]],
     on_invalid: as for `push`, in each shard.
     resume: as for `push`; shard i of N keeps its own file,
       'STATE.json' -> 'STATE.i-of-N.json'.
+    resume_anyway: as for `push`, in each shard.
     **push_options: `push`'s item and timeout settings (sequence_length,
-      stride_length, priority, end_of_episode, timeout, chunk_length).
+      stride_length, priority, end_of_episode, timeout, chunk_length,
+      strict).
 
   Returns:
     A `PushResult` whose counts are the sums over shards, whose `seconds` is
@@ -86,7 +90,8 @@ def push_shards(dataset: Union[str, Sequence[str]],
   start = time.perf_counter()
   outcomes = run_shards(dataset, server, tables, workers=workers, split=split,
                         data_dir=data_dir, on_invalid=on_invalid,
-                        resume=resume, **push_options)
+                        resume=resume, resume_anyway=resume_anyway,
+                        **push_options)
   failed = [outcome for outcome in outcomes if outcome.result is None]
   if failed:
     done = [outcome.result for outcome in outcomes if outcome.result]
@@ -100,17 +105,19 @@ def push_shards(dataset: Union[str, Sequence[str]],
       seconds=time.perf_counter() - start,
       **{name: total[name] for name in SUMMED},
       skipped=tuple(SkippedEpisode(**episode) for episode in total['skipped']),
-      warnings=tuple(total['warnings']))
+      warnings=tuple(total['warnings']), notes=tuple(total['notes']))
 
 
 def run_shards(dataset, server, tables, *, workers: int, split: str = 'train',
                data_dir: Optional[str] = None, on_invalid: str = 'raise',
-               resume: Optional[str] = None,
+               resume: Optional[str] = None, resume_anyway: bool = False,
                **push_options) -> List[ShardOutcome]:
   """Each shard's outcome, in shard order; every shard runs to its end.
 
   Arguments as for `push_shards`; `push_options` must pickle (strings for
-  `end_of_episode` keep this process free of TensorFlow).
+  `end_of_episode` keep this process free of TensorFlow). Interrupted
+  (Ctrl-C, SIGINT), every shard is interrupted, and each says what it
+  confirmed.
   """
   if workers < 1:
     raise ValueError(f'workers must be >= 1, got {workers}.')
@@ -123,8 +130,13 @@ def run_shards(dataset, server, tables, *, workers: int, split: str = 'train',
         pool.submit(_push_shard, dataset, split, data_dir, (index, workers),
                     servers[index % len(servers)], tables, on_invalid,
                     resume and resume_lib.shard_path(resume, index, workers),
-                    push_options)
+                    resume_anyway, push_options)
         for index in range(workers)]
+    try:
+      concurrent.futures.wait(futures)
+    except KeyboardInterrupt:
+      _interrupt(pool)  # A terminal's Ctrl-C reached them; `kill` may not.
+      concurrent.futures.wait(futures)  # Each confirms and says so.
     return [future.result() for future in futures]
 
 
@@ -145,18 +157,32 @@ def check_servers(servers: Sequence[str], timeout_s: float) -> None:
     addresses.check_reachable(address, timeout_s)
 
 
+def _interrupt(pool: concurrent.futures.ProcessPoolExecutor) -> None:
+  """SIGINT to the pool's running processes.
+
+  The executor has no public handle on them (`_processes`, pid -> Process,
+  the same from Python 3.8 to 3.13).
+  """
+  for process in list(getattr(pool, '_processes', {}).values()):
+    if process.is_alive():
+      os.kill(process.pid, signal.SIGINT)
+
+
 def _push_shard(dataset, split, data_dir, shard, server, tables, on_invalid,
-                resume, push_options) -> ShardOutcome:
+                resume, resume_anyway, push_options) -> ShardOutcome:
   """In a worker: the shard's checked push; its error as one line."""
   from rlds_reverb import checked_push  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   source = checked_push.Source(dataset, split, data_dir, shard)
   try:
     result = checked_push.push_source(
         source, server, tables, checked_push.Settings(**push_options),
-        on_invalid, resume)
-  except Exception as e:  # pylint: disable=broad-except
+        on_invalid, resume, resume_anyway)
+  except (Exception, KeyboardInterrupt) as e:  # pylint: disable=broad-except
+    interrupted = isinstance(e, KeyboardInterrupt)
     return ShardOutcome(
-        source.shard_text(), error=wording.one_line(str(e)),
+        source.shard_text(),
+        error=wording.one_line(str(e)) or ('interrupted' if interrupted
+                                           else type(e).__name__),
         error_type=type(e).__name__,
         notes=tuple(wording.one_line(note) for note in getattr(e, '__notes__', ())))
   return ShardOutcome(source.shard_text(), result=dataclasses.asdict(result))
@@ -164,13 +190,16 @@ def _push_shard(dataset, split, data_dir, shard, server, tables, on_invalid,
 
 def summed(outcomes: Sequence[ShardOutcome]) -> Dict[str, Any]:
   """The counts of the shards that succeeded, added; skips and warnings
-  (as dicts and strings) name their shard."""
+  (as dicts and strings) name their shard; notes on the data's fields, the
+  same for every shard, once."""
   done = [o for o in outcomes if o.result is not None]
   total = {name: sum(o.result[name] for o in done) for name in SUMMED}
   total['skipped'] = [{**episode, 'shard': o.shard}
                       for o in done for episode in o.result['skipped']]
   total['warnings'] = [f'shard {o.shard}: {message}'
                        for o in done for message in o.result['warnings']]
+  total['notes'] = list(dict.fromkeys(
+      note for o in done for note in o.result['notes']))
   return total
 
 

@@ -17,6 +17,7 @@ import json
 import os
 from typing import Any, Dict
 
+from rlds_reverb import files
 from rlds_reverb.errors import ResumeStateError
 
 FORMAT_VERSION = 1
@@ -53,6 +54,20 @@ def load(path: str, key: Dict[str, Any]) -> State:
         f'Resume file {path} records another push ({"; ".join(differences)}); '
         f'use another file, or delete it to start from the beginning.')
   return state
+
+
+def check_writable(path: str) -> None:
+  """Raises unless `path` can be saved: before a push writes anything.
+
+  Found only at the first confirmation, a bad path would leave the table
+  written with nothing saved, and a rerun would write it all again.
+  """
+  reason = (files.unwritable_reason(path) or
+            files.unwritable_reason(f'{path}.tmp'))
+  if reason:
+    raise ResumeStateError(
+        f'Resume file {path} cannot be written ({reason}). Nothing was '
+        f'written.')
 
 
 def save(path: str, state: State) -> None:

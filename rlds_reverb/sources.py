@@ -20,12 +20,15 @@ import functools
 import importlib.resources
 import json
 import os
+import re
+import struct
 from typing import List, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from rlds_reverb import errors
+from rlds_reverb.specs import fields
 from rlds_reverb.specs import paths
 
 BUNDLED = 'bundled:cartpole'
@@ -59,8 +62,10 @@ def load(dataset: Union[str, Sequence[str]], split: str = 'train',
   Raises:
     DatasetNotPreparedError: a catalog dataset is not prepared in the data dir.
     SourceError: no dataset given, not a TFDS directory, unreadable dataset
-      info, unknown catalog name, unknown split, or datasets whose episode
-      specs cannot be concatenated, or a shard outside 0 <= index < count.
+      info, unknown catalog name, unknown split, or datasets whose steps
+      differ (their episode metadata may differ: what is not the same in
+      all is dropped, but for a flag of invalid episodes), or a shard
+      outside 0 <= index < count.
   """
   sources = _as_sources(dataset)
   split_arg = shard_split(split, shard)
@@ -105,6 +110,81 @@ def describe(dataset: Union[str, Sequence[str]],
   except errors.SourceError:
     return repr(dataset)
   return ' + '.join(_describe_one(source, data_dir) for source in sources)
+
+
+def read_error_text(error: Exception,
+                    dataset: Optional[Union[str, Sequence[str]]] = None,
+                    data_dir: Optional[str] = None) -> str:
+  """One line for an error reading records: for a cut or corrupt record, the
+  record file and the byte offset (when `dataset` is given and says).
+
+  TensorFlow names neither: "{{function_node __wrapped__IteratorGetNext...}}
+  truncated record at 88533' failed with Read less bytes than requested".
+  """
+  reason = _tf_reason(getattr(error, 'message', None) or str(error))
+  match = _RECORD_PROBLEM.search(reason)
+  if not match or dataset is None:
+    return reason
+  kind, offset = match.group(1), int(match.group(2))
+  try:
+    files = _record_files(dataset, data_dir)
+  except (errors.SourceError, OSError):
+    return reason
+  suspects = [path for path in files if _may_hold(path, offset, kind)]
+  if len(suspects) != 1:
+    where = (f'one of {", ".join(suspects[:3])}'
+             f'{" ..." if len(suspects) > 3 else ""}' if suspects
+             else 'its record files')
+    return f'a {kind} record at byte {offset} of {where}'
+  path = suspects[0]
+  cut = ' (the file is cut short: copied or written only in part?)'
+  return (f'a {kind} record at byte {offset} of {path}, a file of '
+          f'{os.path.getsize(path):,} bytes{cut if kind == "truncated" else ""}')
+
+
+# TensorFlow's text for a record it cannot read.
+_RECORD_PROBLEM = re.compile(r'(truncated|corrupted) record at (\d+)')
+_TF_NOISE = re.compile(r'\{\{function_node [^}]*\}\}\s*|\s*\[Op:[^\]]*\].*$')
+
+
+def _tf_reason(message: str) -> str:
+  """The first line of a TensorFlow error without its op and node names."""
+  first = message.strip().split('\n')[0]
+  reason = _TF_NOISE.sub('', first).replace("' failed with ", ': ')
+  return reason.strip() or first
+
+
+def _record_files(dataset, data_dir) -> List[str]:
+  """Every record file of every split of each source."""
+  files = []
+  for _, builder in builders(dataset, data_dir):
+    for split in builder.info.splits.values():
+      files.extend(os.fspath(path) for path in split.filepaths)
+  return sorted(set(files))
+
+
+def _may_hold(path: str, offset: int, kind: str) -> bool:
+  """Whether `path` can hold a `kind` record at `offset`.
+
+  A TFRecord is length (8 bytes), its CRC (4), data, the data's CRC (4). A
+  truncated record runs past the end of its file; a corrupted one (a CRC
+  that does not match) can be in any file longer than the offset.
+  """
+  try:
+    size = os.path.getsize(path)
+    if size <= offset:
+      return False
+    if kind != 'truncated':
+      return True
+    with open(path, 'rb') as f:
+      f.seek(offset)
+      header = f.read(8)
+  except OSError:
+    return False
+  if len(header) < 8:
+    return True
+  (length,) = struct.unpack('<Q', header)
+  return offset + 16 + length > size
 
 
 def _as_sources(dataset) -> List[str]:
@@ -222,19 +302,63 @@ def _as_dataset(builder, split, where: str) -> tf.data.Dataset:
 
 
 def _concatenate(dataset: tf.data.Dataset, source_and_next) -> tf.data.Dataset:
-  """Appends one source; specs must match exactly, not just be compatible.
+  """Appends one source; steps must match exactly, not just be compatible.
 
   tf.data would relax float32[3] and float32[5] to float32[None], which no
-  Reverb table signature can hold.
+  Reverb table signature can hold. Episode metadata that differs (a field
+  one source lacks, or stores otherwise) is dropped, as conversion drops
+  it; a flag marking invalid episodes is kept, False where a source has none.
   """
   source, next_dataset = source_and_next
-  differences = _spec_differences(dataset.element_spec,
-                                  next_dataset.element_spec)
+  before, after = dataset.element_spec, next_dataset.element_spec
+  if not (_is_rlds(before) and _is_rlds(after)):
+    differences = _spec_differences(before, after)
+  else:
+    differences = _spec_differences({fields.STEPS: before[fields.STEPS]},
+                                    {fields.STEPS: after[fields.STEPS]})
   if differences:
     raise errors.SourceError(
         f'Cannot concatenate {source}: its episode spec differs from the '
         f'datasets before it at {"; ".join(differences)}.')
-  return dataset.concatenate(next_dataset)
+  if before == after:
+    return dataset.concatenate(next_dataset)
+  kept = _shared_metadata(before, after)
+  return _with_metadata(dataset, kept).concatenate(
+      _with_metadata(next_dataset, kept))
+
+
+def _is_rlds(spec) -> bool:
+  return isinstance(spec, dict) and fields.STEPS in spec
+
+
+def _shared_metadata(before: dict, after: dict) -> List[str]:
+  """Metadata fields both have alike, and the invalid flags either has."""
+  shared = [name for name in before
+            if name != fields.STEPS and before[name] == after.get(name)]
+  flags = [name for name in fields.INVALID_FLAG_FIELDS
+           if name not in shared and _is_flag(before.get(name),
+                                              after.get(name))]
+  return shared + flags
+
+
+def _is_flag(*specs) -> bool:
+  """Bool scalars where present, in one spec at least."""
+  present = [spec for spec in specs if spec is not None]
+  return bool(present) and all(
+      isinstance(spec, tf.TensorSpec) and spec.dtype == tf.bool and
+      spec.shape.rank == 0 for spec in present)
+
+
+def _with_metadata(dataset: tf.data.Dataset, names: List[str]):
+  """Episodes with `steps` and the metadata `names`; a missing flag False."""
+  return dataset.map(functools.partial(_select_metadata, names=names))
+
+
+def _select_metadata(episode, names):
+  selected = {fields.STEPS: episode[fields.STEPS]}
+  for name in names:
+    selected[name] = episode.get(name, tf.constant(False))
+  return selected
 
 
 def _spec_differences(before, after) -> List[str]:

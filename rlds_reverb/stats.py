@@ -7,6 +7,7 @@ the data, so that drawing costs the same on 100 episodes as on a million.
 """
 
 import dataclasses
+import functools
 import math
 from typing import Dict, Optional
 
@@ -34,8 +35,9 @@ class EpisodeStats:
 
 def episode_stats(rlds_data: tf.data.Dataset) -> EpisodeStats:
   """Reads `rlds_data` once; empty episodes count with length and return 0."""
-  step_spec_lib.steps_spec(rlds_data)
-  per_episode = rlds_data.map(_length_and_return).batch(1024)
+  step_format = step_spec_lib.step_format(rlds_data)
+  per_episode = rlds_data.map(functools.partial(
+      _length_and_return, step_format=step_format)).batch(1024)
   lengths, returns = [], []
   for batch_lengths, batch_returns in per_episode.as_numpy_iterator():
     lengths.append(batch_lengths)
@@ -62,14 +64,17 @@ def _number(value):
   return int(value) if isinstance(value, int) else float(value)
 
 
-def _length_and_return(episode):
-  rewards = episode[fields.STEPS].map(_step_reward)
+def _length_and_return(episode, step_format):
+  rewards = episode[fields.STEPS].map(
+      functools.partial(_step_reward, step_format=step_format))
   return rewards.reduce((tf.constant(0, tf.int64), tf.constant(0.0, tf.float64)),
                         _accumulate)
 
 
-def _step_reward(step):
-  """The step's reward summed over all its parts, as float64."""
+def _step_reward(step, step_format):
+  """The step's reward summed over all its parts, as float64 (its default,
+  0, if the data has none)."""
+  step = step_format.complete(step)
   parts = [tf.reduce_sum(tf.cast(leaf, tf.float64))
            for leaf in tf.nest.flatten(step[fields.REWARD])]
   return tf.add_n(parts) if parts else tf.constant(0.0, tf.float64)

@@ -21,7 +21,7 @@ episode held as numpy arrays (what a Beam worker has).
 
 import dataclasses
 import functools
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -31,8 +31,7 @@ from rlds_reverb.convert import step_types
 from rlds_reverb.specs import fields
 from rlds_reverb.specs import step_spec as step_spec_lib
 
-# Episode metadata fields that mark a whole episode as invalid, in order.
-INVALID_FLAG_FIELDS = ('invalid', 'is_invalid')
+INVALID_FLAG_FIELDS = fields.INVALID_FLAG_FIELDS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +53,9 @@ class Report:
   flagged_invalid: List[int]
   # Steps per episode, in order (not in `as_dict`: one number per episode).
   lengths: List[int] = dataclasses.field(default_factory=list, repr=False)
+  # Fields read otherwise than stored: defaults, one-element scalars
+  # (`StepFormat.notes`); not problems.
+  notes: List[str] = dataclasses.field(default_factory=list)
 
   @property
   def malformed_episodes(self) -> List[int]:
@@ -67,20 +69,26 @@ class Report:
         'problems': [dataclasses.asdict(p) for p in self.problems],
         'empty_episodes': self.empty_episodes,
         'flagged_invalid': self.flagged_invalid,
+        'notes': self.notes,
     }
 
 
-def validate(rlds_data: tf.data.Dataset) -> Report:
+def validate(rlds_data: tf.data.Dataset, strict: bool = False,
+             on_read: Optional[Callable[[int, int], None]] = None) -> Report:
   """Reads all of `rlds_data` and reports every problem.
 
+  `on_read(episodes, steps)`, if given, is called after each episode with
+  the counts read so far (for a progress bar).
+
   Raises:
-    StepSpecError: the step spec cannot be converted (checked before reading).
+    StepSpecError: the step spec cannot be converted (checked before reading;
+      `strict` as for `convert_rlds_to_trajectories`).
   """
-  step_spec_lib.steps_spec(rlds_data)
+  step_format = step_spec_lib.step_format(rlds_data, strict)
   flag_field = invalid_flag_field(rlds_data.element_spec)
   checked = rlds_data.enumerate().flat_map(
-      functools.partial(_episode_flags, flag_field=flag_field)).map(
-          _check_episode)
+      functools.partial(_episode_flags, flag_field=flag_field,
+                        step_format=step_format)).map(_check_episode)
   episodes = steps = 0
   problems, empty, flagged, lengths = [], [], [], []
   for element in checked.prefetch(2).as_numpy_iterator():
@@ -93,7 +101,10 @@ def validate(rlds_data: tf.data.Dataset) -> Report:
     if is_flagged:
       flagged.append(int(index))
     problems.extend(_step_problems(int(index), problem_steps, kinds))
-  return Report(episodes, steps, problems, empty, flagged, lengths)
+    if on_read is not None:
+      on_read(episodes, steps)
+  return Report(episodes, steps, problems, empty, flagged, lengths,
+                step_format.notes())
 
 
 def invalid_flag_field(episode_spec: Any) -> Optional[str]:
@@ -154,7 +165,7 @@ def without_episodes(rlds_data: tf.data.Dataset,
       functools.partial(_is_kept, skip=skip_set)).map(_episode_of)
 
 
-def _episode_flags(index, episode, flag_field):
+def _episode_flags(index, episode, flag_field, step_format):
   """(index, the step flags as [T] vectors, flagged); T may be 0.
 
   The steps are batched before the flags are selected: a whole-episode batch
@@ -164,7 +175,7 @@ def _episode_flags(index, episode, flag_field):
   empty = {name: tf.zeros([0], tf.bool) for name in fields.FLAGS}
   flagged = (episode[flag_field] if flag_field is not None
              else tf.constant(False))
-  flags = episode[fields.STEPS].batch(episodes_lib.WHOLE_EPISODE).map(_flags_of)
+  flags = episodes_lib.whole_steps(episode, step_format).map(_flags_of)
   return flags.concatenate(tf.data.Dataset.from_tensors(empty)).take(1).map(
       functools.partial(_with_index_and_flag, index, flagged))
 

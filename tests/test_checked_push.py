@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 import reverb
 
+from tf_agents.replay_buffers import reverb_utils
+
 import rlds_reverb
 from rlds_reverb import specs
 from tests import reverb_tables
@@ -91,8 +93,7 @@ def test_resume_file_continues_a_push_and_rejects_another(address, tmp_path):
   again = rlds_reverb.push(rlds_data.as_rlds(CLEAN), address, 'a',
                            resume=str(state_path))
   assert (again.items, again.resumed_after_episodes) == (0, 3)
-  assert _size(address) == 6
-  reverb.Client(address).reset('a')
+  assert len(reverb_tables.drain(address, 'a')) == 6  # Taken, not reset.
 
   # As a push killed after confirming one episode leaves it.
   state = json.loads(state_path.read_text())
@@ -136,3 +137,107 @@ def test_on_invalid_must_be_a_mode(address):
     rlds_reverb.push(rlds_data.as_rlds(CLEAN), address, 'a',
                      on_invalid='ignore')
   assert rlds_reverb.OnInvalid.of('skip') is rlds_reverb.OnInvalid.SKIP
+
+
+def test_resume_refuses_tables_that_lost_what_was_confirmed(address, tmp_path):
+  """A server restarted empty (here: a reset table) no longer holds the
+  confirmed items: resuming would leave them out, so the push refuses."""
+  state_path = str(tmp_path / 'state.json')
+  rlds_reverb.push(rlds_data.as_rlds(CLEAN), address, 'a', resume=state_path)
+  reverb.Client(address).reset('a')
+  with pytest.raises(rlds_reverb.ResumeStateError) as error:
+    rlds_reverb.push(rlds_data.as_rlds(CLEAN), address, 'a', resume=state_path)
+  assert str(error.value) == (
+      f'Resume file {state_path} says 6 items of this push were confirmed '
+      f"into table 'a' at {address}, but that table has taken 0 inserts "
+      f'since it was made: they are gone (a server restarted without a '
+      f'checkpoint that holds them, or the table was reset). Nothing was '
+      f'written. Delete {state_path} to push everything again, or continue '
+      f'after the episodes it names with --resume-anyway (Python: '
+      f'resume_anyway=True).')
+  assert _size(address) == 0
+  # As a push killed after its first episode leaves it: the rest, anyway.
+  state = json.loads(open(state_path).read())
+  state.update(confirmed_episodes=1, confirmed_items=2, complete=False)
+  with open(state_path, 'w') as f:
+    json.dump(state, f)
+  rest = rlds_reverb.push(rlds_data.as_rlds(CLEAN), address, 'a',
+                          resume=state_path, resume_anyway=True)
+  assert (rest.episodes, rest.resumed_after_episodes) == (2, 1)
+  assert (reverb_tables.drained_pairs(address, 'a') ==
+          reverb_tables.observation_pairs(CLEAN[1:]))
+
+
+@pytest.mark.parametrize('where', ['missing_dir', 'a_directory'])
+def test_unwritable_resume_file_is_refused_before_writing(address, tmp_path,
+                                                          where):
+  path = {'missing_dir': tmp_path / 'no' / 'state.json',
+          'a_directory': tmp_path}[where]
+  reason = {'missing_dir': f'No such file or directory: {path}',
+            'a_directory': 'it is a directory'}[where]
+  with pytest.raises(rlds_reverb.ResumeStateError) as error:
+    rlds_reverb.push(rlds_data.as_rlds(CLEAN), address, 'a', resume=str(path))
+  assert str(error.value) == (
+      f'Resume file {path} cannot be written ({reason}). Nothing was written.')
+  assert _size(address) == 0
+
+
+def _drop_in(data, address, table, priority):
+  client = reverb.Client(address)
+  observer = reverb_utils.ReverbAddTrajectoryObserver(client, table, 2,
+                                                      priority=priority)
+  return rlds_reverb.push_rlds_to_reverb(data, observer)
+
+
+def _checked(data, address, table, priority):
+  return rlds_reverb.push(data, address, table, priority=priority)
+
+
+@pytest.mark.parametrize('push', [_checked, _drop_in], ids=['push', 'drop_in'])
+@pytest.mark.parametrize('priority', [float('nan'), float('inf'), -1.0])
+def test_priority_reverb_cannot_sample_by_is_refused(address, push, priority):
+  """Reverb refuses NaN only at its first item, rows already sent; it takes
+  a negative or infinite priority, which breaks prioritized sampling."""
+  with pytest.raises(ValueError) as error:
+    push(rlds_data.as_rlds(CLEAN), address, 'a', priority)
+  assert str(error.value) == (
+      f'priority must be finite and >= 0, got {priority!r}.')
+  assert _size(address) == 0
+
+
+def test_a_table_named_twice_is_refused(address):
+  with pytest.raises(ValueError) as error:
+    rlds_reverb.push(rlds_data.as_rlds(CLEAN), address, ['a', 'a'])
+  assert str(error.value) == (
+      "Table 'a' is named 2 times: each item would be written that many "
+      'times into it; name each table once.')
+  assert _size(address) == 0
+
+
+@pytest.mark.parametrize('sequence_length, message', [
+    (10, 'no episode gives an item: nothing will be written; an item has 10 '
+         'steps and the longest episode 4 steps.'),
+    (4, '2 of 3 episodes give no item; an item has 4 steps and the longest '
+        'episode 4 steps.'),
+])
+def test_episodes_shorter_than_an_item_are_warned_of(address, sequence_length,
+                                                     message):
+  hint = (" Padding (end_of_episode='pad', --pad-end-of-episodes) gives each "
+          'episode shorter than an item one item.')
+  with pytest.warns(rlds_reverb.ShortEpisodesWarning) as warned:
+    result = rlds_reverb.push(rlds_data.as_rlds(CLEAN), address, 'a',
+                              sequence_length=sequence_length)
+  assert [str(w.message) for w in warned] == [message + hint]
+  assert result.warnings == (message + hint,)
+  expected = sum(max(0, len(e['is_first']) - sequence_length + 1)
+                 for e in CLEAN)
+  assert result.items == _size(address) == expected
+
+
+@pytest.mark.parametrize('timeout', [0, -1.0, float('nan'), float('inf')])
+def test_timeout_must_be_finite_and_positive(address, timeout):
+  with pytest.raises(ValueError) as error:
+    rlds_reverb.push(rlds_data.as_rlds(CLEAN), address, 'a', timeout=timeout)
+  assert str(error.value) == (
+      f'timeout must be a finite number of seconds > 0, got {timeout!r}.')
+  assert _size(address) == 0

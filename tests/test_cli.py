@@ -182,7 +182,7 @@ class TestPush:
     counts = json.loads(result.stdout)
     assert set(counts) == {'episodes', 'trajectories', 'items',
                            'skipped_episodes', 'resumed_after_episodes',
-                           'seconds'}
+                           'seconds', 'notes'}
     # 6 items in each of the two tables.
     assert (counts['episodes'], counts['trajectories'], counts['items'],
             counts['skipped_episodes']) == (3, 9, 12, 0)

@@ -41,8 +41,6 @@ USAGE_CASES = {
     'workers_and_shard': (
         ['--server', 'h:1', '--workers', '2', '--shard', '0/2'],
         '--workers runs the shards itself; drop --shard'),
-    'timeout': (['--server', 'h:1', '--timeout', '0'],
-                '--timeout must be > 0, got 0'),
 }
 
 
@@ -51,6 +49,15 @@ USAGE_CASES = {
 def test_options_that_cannot_run_together_exit_2(extra, message, capsys):
   assert cli.main(PUSH + extra) == 2
   assert capsys.readouterr().err == f'rlds-reverb: error: {message}\n'
+
+
+@pytest.mark.parametrize('value', ['0', '-1', 'nan', 'inf'])
+def test_timeout_must_be_finite_and_positive(value, capsys):
+  with pytest.raises(SystemExit) as exited:
+    cli.main(PUSH + ['--server', 'h:1', '--timeout', value])
+  assert exited.value.code == 2
+  assert (f"argument --timeout: must be finite and > 0, got '{value}'"
+          in capsys.readouterr().err)
 
 
 def test_beam_option_must_be_key_value(capsys):

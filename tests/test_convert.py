@@ -443,79 +443,160 @@ def _flat_fields(**overrides):
 STEP_FEATURES = ['observation', 'action', 'reward', 'discount', 'is_first',
                  'is_last', 'is_terminal']
 
+def _without(*names):
+  return _steps_of(**{k: v for k, v in _flat_fields().items()
+                      if k not in names})
+
+
+def _invalid_step_spec(found):
+  return (f'Invalid RLDS step spec. Features expected are {STEP_FEATURES}, '
+          f'but found {found}')
+
+
+# (dataset, message, notes): raised with and without strict.
 SPEC_ERROR_CASES = {
     'no_steps': (
         tf.data.Dataset.from_tensors({'random': True}),
-        'No dataset representing RLDS steps exist in the data.'),
+        'No dataset representing RLDS steps exist in the data.',
+        ['Its elements hold random bool[].']),
+    'steps_given_as_episodes': (
+        tf.data.Dataset.from_tensor_slices(_flat_fields()),
+        'No dataset representing RLDS steps exist in the data.',
+        ['Its elements are RLDS steps (action int64[], discount float32[], '
+         'is_first bool[], is_last bool[], is_terminal bool[], observation '
+         "float32[3], reward float32[]), not episodes: pass a dataset of "
+         "{'steps': Dataset of steps}."]),
     'episode_not_a_dict': (
         tf.data.Dataset.from_tensors(tf.constant([1, 2])),
-        'No dataset representing RLDS steps exist in the data.'),
+        'No dataset representing RLDS steps exist in the data.',
+        ["Each element is int32[2], not a dict with 'steps'."]),
     'invalid_step_spec': (
         tf.data.Dataset.from_tensors({'steps': tf.data.Dataset.from_tensors(
             {'random1': [True, True], 'random2': [False, False]})}),
-        f'Invalid RLDS step spec. Features expected are {STEP_FEATURES}, but '
-        "found ['random1', 'random2']"),
-    'missing_discount': (
-        _steps_of(**{k: v for k, v in _flat_fields().items()
-                     if k != 'discount'}),
-        f'Invalid RLDS step spec. Features expected are {STEP_FEATURES}, but '
-        "found ['observation', 'action', 'reward', 'is_first', 'is_last', "
-        "'is_terminal']"),
+        _invalid_step_spec(['random1', 'random2']),
+        ['Missing step fields: observation, action, reward, discount, '
+         'is_first, is_last, is_terminal.']),
+    'missing_observation': (
+        _without('observation', 'discount'),
+        _invalid_step_spec(['action', 'reward', 'is_first', 'is_last',
+                            'is_terminal']),
+        ['Missing step fields: observation, discount.']),
     'steps_not_a_dataset': (
         tf.data.Dataset.from_tensors({'steps': tf.constant([1, 2])}),
         "RLDS episode field 'steps' must be a tf.data.Dataset of steps, got "
-        'TensorSpec(shape=(2,), dtype=tf.int32, name=None).'),
-    'is_first_int': (
-        _steps_of(**_flat_fields(is_first=np.array([1, 0], np.int64))),
-        "RLDS step field 'steps/is_first' must be a bool scalar, got "
-        'TensorSpec(shape=(), dtype=tf.int64, name=None).'),
-    'is_last_vector': (
-        _steps_of(**_flat_fields(is_last=np.array([[False], [True]]))),
-        "RLDS step field 'steps/is_last' must be a bool scalar, got "
-        'TensorSpec(shape=(1,), dtype=tf.bool, name=None).'),
-    'is_terminal_float': (
-        _steps_of(**_flat_fields(is_terminal=np.array([0.0, 1.0], np.float32))),
-        "RLDS step field 'steps/is_terminal' must be a bool scalar, got "
-        'TensorSpec(shape=(), dtype=tf.float32, name=None).'),
-    'discount_string': (
-        _steps_of(**_flat_fields(discount=np.array([b'a', b'b']))),
-        "RLDS step field 'steps/discount' must be a numeric scalar, got "
-        'TensorSpec(shape=(), dtype=tf.string, name=None).'),
-    'discount_bool': (
-        _steps_of(**_flat_fields(discount=np.array([True, True]))),
-        "RLDS step field 'steps/discount' must be a numeric scalar, got "
-        'TensorSpec(shape=(), dtype=tf.bool, name=None).'),
-    'discount_vector': (
-        _steps_of(**_flat_fields(discount=np.ones((2, 2), np.float32))),
-        "RLDS step field 'steps/discount' must be a numeric scalar, got "
-        'TensorSpec(shape=(2,), dtype=tf.float32, name=None).'),
+        'TensorSpec(shape=(2,), dtype=tf.int32, name=None).', []),
     'ragged_nested_observation': (
         _steps_of(**_flat_fields(observation={
             'pixels': np.zeros((2, 2, 2, 3), np.uint8),
             'tokens': tf.ragged.constant([[1], [2, 3]])})),
         "RLDS step field 'steps/observation/tokens' must be a dense tensor, "
-        'got RaggedTensorSpec(TensorShape([None]), tf.int32, 0, tf.int64).'),
+        'got RaggedTensorSpec(TensorShape([None]), tf.int32, 0, tf.int64).',
+        []),
     'ragged_action': (
         _steps_of(**_flat_fields(action=tf.ragged.constant([[1.0], []]))),
         "RLDS step field 'steps/action' must be a dense tensor, got "
-        'RaggedTensorSpec(TensorShape([None]), tf.float32, 0, tf.int64).'),
+        'RaggedTensorSpec(TensorShape([None]), tf.float32, 0, tf.int64).', []),
     'ragged_reward_in_tuple': (
         _steps_of(**_flat_fields(reward=(np.zeros(2, np.float32),
                                          tf.ragged.constant([[1], []])))),
         "RLDS step field 'steps/reward/1' must be a dense tensor, got "
-        'RaggedTensorSpec(TensorShape([None]), tf.int32, 0, tf.int64).'),
+        'RaggedTensorSpec(TensorShape([None]), tf.int32, 0, tf.int64).', []),
 }
 
+# (dataset, the field and what it got): the flags and the discount must be
+# scalars (strict=True) or hold one element (by default).
+SCALAR_ERROR_CASES = {
+    'is_first_int': (
+        _steps_of(**_flat_fields(is_first=np.array([1, 0], np.int64))),
+        'is_first', 'a bool',
+        'TensorSpec(shape=(), dtype=tf.int64, name=None)'),
+    'is_last_two_elements': (
+        _steps_of(**_flat_fields(is_last=np.array([[False, False],
+                                                   [True, True]]))),
+        'is_last', 'a bool',
+        'TensorSpec(shape=(2,), dtype=tf.bool, name=None)'),
+    'is_terminal_float': (
+        _steps_of(**_flat_fields(is_terminal=np.array([0.0, 1.0], np.float32))),
+        'is_terminal', 'a bool',
+        'TensorSpec(shape=(), dtype=tf.float32, name=None)'),
+    'discount_string': (
+        _steps_of(**_flat_fields(discount=np.array([b'a', b'b']))),
+        'discount', 'a numeric',
+        'TensorSpec(shape=(), dtype=tf.string, name=None)'),
+    'discount_bool': (
+        _steps_of(**_flat_fields(discount=np.array([True, True]))),
+        'discount', 'a numeric',
+        'TensorSpec(shape=(), dtype=tf.bool, name=None)'),
+    'discount_vector': (
+        _steps_of(**_flat_fields(discount=np.ones((2, 2), np.float32))),
+        'discount', 'a numeric',
+        'TensorSpec(shape=(2,), dtype=tf.float32, name=None)'),
+}
 
-@pytest.mark.parametrize('function', [
-    rlds_reverb.convert_rlds_to_trajectories,
-    rlds_reverb.create_trajectory_data_spec,
-], ids=['convert', 'spec'])
-@pytest.mark.parametrize('dataset, message', list(SPEC_ERROR_CASES.values()),
+# (dataset, message, notes): refused with strict=True only, TF-Agents' way.
+STRICT_ERROR_CASES = {
+    'missing_discount': (
+        _without('discount'),
+        _invalid_step_spec(['observation', 'action', 'reward', 'is_first',
+                            'is_last', 'is_terminal']),
+        ['Missing step fields: discount.']),
+    'missing_reward_and_discount': (
+        _without('reward', 'discount'),
+        _invalid_step_spec(['observation', 'action', 'is_first', 'is_last',
+                            'is_terminal']),
+        ['Missing step fields: reward, discount.']),
+    'discount_of_shape_1': (
+        _steps_of(**_flat_fields(discount=np.ones((2, 1), np.float32))),
+        "RLDS step field 'steps/discount' must be a numeric scalar, got "
+        'TensorSpec(shape=(1,), dtype=tf.float32, name=None).', []),
+    'is_last_of_shape_1': (
+        _steps_of(**_flat_fields(is_last=np.array([[False], [True]]))),
+        "RLDS step field 'steps/is_last' must be a bool scalar, got "
+        'TensorSpec(shape=(1,), dtype=tf.bool, name=None).', []),
+}
+
+SPEC_FUNCTIONS = [rlds_reverb.convert_rlds_to_trajectories,
+                  rlds_reverb.create_trajectory_data_spec]
+
+
+def assert_spec_error(error, message, notes):
+  assert str(error) == message
+  assert getattr(error, '__notes__', []) == notes
+  assert isinstance(error, rlds_reverb.StepSpecError)
+  assert isinstance(error, rlds_reverb.RldsReverbError)
+
+
+@pytest.mark.parametrize('strict', [False, True], ids=['default', 'strict'])
+@pytest.mark.parametrize('function', SPEC_FUNCTIONS, ids=['convert', 'spec'])
+@pytest.mark.parametrize('dataset, message, notes',
+                         list(SPEC_ERROR_CASES.values()),
                          ids=list(SPEC_ERROR_CASES))
-def test_spec_errors_raised_at_call(dataset, message, function):
+def test_spec_errors_raised_at_call(dataset, message, notes, function, strict):
   with pytest.raises(ValueError) as err:
-    function(dataset)
-  assert str(err.value) == message
-  assert isinstance(err.value, rlds_reverb.StepSpecError)
-  assert isinstance(err.value, rlds_reverb.RldsReverbError)
+    function(dataset, strict=strict)
+  assert_spec_error(err.value, message, notes)
+
+
+@pytest.mark.parametrize('strict', [False, True], ids=['default', 'strict'])
+@pytest.mark.parametrize('dataset, field, kind, got',
+                         list(SCALAR_ERROR_CASES.values()),
+                         ids=list(SCALAR_ERROR_CASES))
+def test_flags_and_discount_must_be_scalars(dataset, field, kind, got, strict):
+  with pytest.raises(ValueError) as err:
+    rlds_reverb.create_trajectory_data_spec(dataset, strict=strict)
+  one_element = '' if strict else ' (or hold one element)'
+  assert_spec_error(
+      err.value, f"RLDS step field 'steps/{field}' must be {kind} "
+      f'scalar{one_element}, got {got}.', [])
+
+
+@pytest.mark.parametrize('function', SPEC_FUNCTIONS, ids=['convert', 'spec'])
+@pytest.mark.parametrize('dataset, message, notes',
+                         list(STRICT_ERROR_CASES.values()),
+                         ids=list(STRICT_ERROR_CASES))
+def test_strict_refuses_what_tf_agents_refuses(dataset, message, notes,
+                                               function):
+  with pytest.raises(ValueError) as err:
+    function(dataset, strict=True)
+  assert_spec_error(err.value, message, notes)
+  function(dataset)  # Accepted by default.

@@ -24,7 +24,7 @@ def episodes():
 def read(pair_episodes: bool):
   rlds = rlds_data.as_rlds(episodes())
   dense = episodes_lib.dense_episodes(
-      rlds, step_spec_lib.steps_spec(rlds), pair_episodes=pair_episodes)
+      rlds, step_spec_lib.step_format(rlds), pair_episodes=pair_episodes)
   return dense, [tf.nest.map_structure(lambda x: x.numpy(), element)
                  for element in dense]
 

@@ -6,6 +6,7 @@ structure of `d4rl_mujoco_halfcheetah` (observation float32[17], action
 float32[6]), found both as a directory and by name in a data dir.
 """
 
+import importlib
 import json
 import math
 import os
@@ -102,14 +103,15 @@ DQN_VARIANTS = ['scratch', 'seeded', 'cql_mixed', 'cql_online']
 
 
 def test_offline_to_online_dqn_quick_compares_three_variants(tmp_path):
-  plot, curves = tmp_path / 'curves.png', tmp_path / 'curves.json'
-  result = run_example('offline_to_online_dqn.py', '--quick', '--plot', plot,
-                       '--json', curves, cwd=tmp_path)
+  curves = tmp_path / 'curves.json'
+  result = run_example('offline_to_online_dqn.py', '--quick', '--json',
+                       curves, cwd=tmp_path)
   assert result.returncode == 0, result.stderr
   assert result.stderr == ''  # No gym notice, no Reverb or TF log lines.
-  assert plot.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
-  assert not (tmp_path / 'learning_curves.png').exists()
+  # --quick writes no plot into the working directory unless asked.
+  assert [p.name for p in tmp_path.iterdir()] == ['curves.json']
   report = json.loads(curves.read_text())
+  assert_plot_is_written(report, tmp_path / 'curves.png')
   assert report['budget'] == {
       'offline_steps': QUICK_OFFLINE_STEPS,
       'online_steps': QUICK_ONLINE_STEPS,
@@ -158,6 +160,23 @@ def test_offline_to_online_dqn_quick_compares_three_variants(tmp_path):
                    r'\d+\.\d, (met|not met)$', result.stdout, re.MULTILINE)
   assert re.search(r'^goal 2, .* (met|not met)$', result.stdout,
                    re.MULTILINE)
+
+
+def assert_plot_is_written(report, path):
+  """The example's `write_plot` on the runs of its --json report: a PNG."""
+  sys.path.insert(0, str(EXAMPLES))
+  try:
+    example = importlib.import_module('offline_to_online_dqn')
+  finally:
+    sys.path.remove(str(EXAMPLES))
+  runs = {variant: [example.Run(variant, run['seed'], run['offline_return'],
+                                [tuple(point) for point in run['curve']],
+                                run['table_sizes'], 0.0) for run in runs]
+          for variant, runs in report['runs'].items()}
+  example.write_plot(str(path), runs, report['random_return'],
+                     report['data_mean_return'],
+                     example.Budget(**report['budget']))
+  assert path.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
 
 
 def test_offline_to_online_dqn_offline_only_prints_one_json_line(tmp_path):

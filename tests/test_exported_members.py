@@ -20,6 +20,7 @@ EXPORTED = [
     'push',
     'OnInvalid',
     'CapacityWarning',
+    'ShortEpisodesWarning',
     'PushResult',
     'SkippedEpisode',
     'EndOfEpisode',
@@ -103,7 +104,7 @@ def test_drop_in_signature_is_tf_agents(name):
 
   The issue asks for `create_trajectory_data_spec(rlds_data,
   policy_info_fn=None)`: one optional parameter TF-Agents lacks, which no
-  call written for TF-Agents can notice.
+  call written for TF-Agents can notice; and `strict`, keyword-only.
   """
   ours = list(inspect.signature(getattr(rlds_reverb, name)).parameters.values())
   theirs = list(
@@ -112,9 +113,13 @@ def test_drop_in_signature_is_tf_agents(name):
       (p.name, p.kind, p.default) for p in theirs]
   extras = ours[len(theirs):]
   assert all(p.default is not inspect.Parameter.empty for p in extras)
-  expected_extras = (['policy_info_fn']
-                     if name == 'create_trajectory_data_spec' else [])
+  expected_extras = {'get_rlds_step_features': [],
+                     'create_trajectory_data_spec': ['policy_info_fn',
+                                                     'strict']}.get(
+                                                         name, ['strict'])
   assert [p.name for p in extras] == expected_extras
+  assert all(p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is False
+             for p in extras if p.name == 'strict')
 
 
 def test_step_features_equal_tf_agents():

@@ -283,7 +283,7 @@ def test_bad_input_is_one_line_and_writes_nothing(dirs, tmp_path):
   corrupt_second_record(corrupt)
   cases = [  # (dataset, table, exit code, text in the error line)
       (str(tmp_path), 'replay', 2, 'is not a TFDS dataset directory'),
-      (corrupt, 'replay', 1, 'nothing was written'),
+      (corrupt, 'replay', 2, 'nothing was written'),
       (_write_stepless(tmp_path / 'stepless'), 'replay', 2, 'steps'),
       (dirs['clean'], 'cartpole', 1, 'table signature spec should match'),
   ]

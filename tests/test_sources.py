@@ -113,6 +113,34 @@ LOAD_CASES = {
 }
 
 
+def flagged_dir(data_dir: str) -> str:
+  """alpha's steps with other metadata: an 'invalid' flag, no 'episode_id'."""
+  features = rlds_features(3)
+  features = tfds.features.FeaturesDict({
+      'steps': features['steps'], 'invalid': np.bool_})
+  episodes = [(i, {'steps': rlds_data.flat_episode(n, seed=300 + i),
+                   'invalid': i == 1}) for i, n in enumerate((2, 3))]
+  builder = tfds.dataset_builders.store_as_tfds_dataset(
+      'flagged', '1.0.0', features, {'train': episodes}, data_dir=data_dir,
+      disable_shuffling=True)
+  return os.fspath(builder.data_dir)
+
+
+def test_datasets_that_differ_only_in_metadata_concatenate(catalog):
+  """What is not alike is dropped (episode_id); the invalid flag is kept,
+  False for the episodes of a source without one, so a push still skips
+  exactly the flagged episodes."""
+  flagged = flagged_dir(catalog)
+  data = rlds_reverb.load([os.path.join(catalog, 'beta'), flagged])
+  assert sorted(data.element_spec) == ['invalid', 'steps']
+  assert [bool(e['invalid']) for e in data] == [False] * 3 + [False, True]
+  assert step_counts(data) == [2, 3, 4, 2, 3]
+  assert rlds_reverb.validation.validate(data).flagged_invalid == [4]
+  first_flagged = rlds_reverb.load([flagged, os.path.join(catalog, 'beta')])
+  assert [bool(e['invalid']) for e in first_flagged] == (
+      [False, True] + [False] * 3)
+
+
 @pytest.mark.parametrize('dataset, split, expected_ids',
                          LOAD_CASES.values(), ids=LOAD_CASES.keys())
 def test_load_directories(catalog, dataset, split, expected_ids):
@@ -275,11 +303,10 @@ SOURCE_ERROR_CASES = {
         alpha_and_wide, 'train',
         'Cannot concatenate {path[1]}: its episode spec differs from the '
         'datasets before it at steps/observation (float32[3] vs float32[5]).'),
-    'field_missing': ErrorCase(
+    'steps_differ': ErrorCase(
         bundled_and_alpha, 'train',
         'Cannot concatenate {path[1]}: its episode spec differs from the '
-        'datasets before it at epsilon (float32[] vs missing); '
-        'steps/observation (float32[4] vs float32[3]).'),
+        'datasets before it at steps/observation (float32[4] vs float32[3]).'),
     'no_dataset': ErrorCase(
         nothing, 'train',
         "No dataset given: pass a TFDS directory, a TFDS catalog name or "

@@ -115,7 +115,7 @@ def test_as_dict_is_the_json_shape():
       'problems': [{'episode': 0, 'step': 0, 'kind': 'terminal_not_last',
                     'message': 'Terminal step must be the last step of an '
                                'episode.'}],
-      'empty_episodes': [], 'flagged_invalid': []}
+      'empty_episodes': [], 'flagged_invalid': [], 'notes': []}
 
 
 def test_bad_step_spec_raises_before_reading():

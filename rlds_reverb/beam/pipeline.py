@@ -11,6 +11,7 @@ What `rlds-reverb push --runner` runs. A failed pipeline is one
 raised (the runner's own message is a page of tracebacks).
 """
 
+import dataclasses
 import json
 import re
 import time
@@ -35,13 +36,14 @@ LOCAL_RUNNERS = ('DirectRunner', 'BundleBasedDirectRunner',
 _ERROR_LINE = re.compile(
     r"^(?:[\w.]+\.)?(\w+(?:Error|Exception|Exit)): (.*?)"
     r"(?: \[while running '.*'\])?$")
+_WHILE_RUNNING = re.compile(r" \[while running '.*'\]$")
 
 
 def push(src: Union[str, Sequence[str]], server: Union[str, Sequence[str]],
          tables: Union[str, Sequence[str]], *, split: str = 'train',
          data_dir: Optional[str] = None, runner: str = 'DirectRunner',
          options: Sequence[Tuple[str, str]] = (), on_invalid: str = 'raise',
-         parts_per_file: Optional[int] = None,
+         parts_per_file: Optional[int] = None, strict: bool = False,
          **push_options) -> PushResult:
   """Pushes `src` with a Beam pipeline on `runner`; the counters' sums.
 
@@ -53,13 +55,15 @@ def push(src: Union[str, Sequence[str]], server: Union[str, Sequence[str]],
     options: pipeline options as (key, value): ('direct_num_workers', '2').
     on_invalid: 'raise' or 'skip' (`WriteToReverb`).
     parts_per_file: `ReadEpisodes`' parts per record file.
+    strict: as for `rlds_reverb.push`.
     **push_options: sequence_length, stride_length, end_of_episode, priority,
       timeout, chunk_length.
 
   Returns:
     A `PushResult` of the committed counters (a retried bundle counts once,
     though the table may hold its first attempt's items too); `seconds` is
-    the pipeline's wall time; `skipped` the episodes left out.
+    the pipeline's wall time; `skipped` the episodes left out; `notes` the
+    fields read otherwise than stored.
 
   Raises:
     AddressError: a server address is not HOST:PORT; ServerUnavailableError:
@@ -71,7 +75,7 @@ def push(src: Union[str, Sequence[str]], server: Union[str, Sequence[str]],
   _check_servers(server, runner, push_options.get(
       'timeout', write_push.DEFAULT_TIMEOUT_S))
   episodes = read.ReadEpisodes(src, split, data_dir,
-                               parts_per_file=parts_per_file)
+                               parts_per_file=parts_per_file, strict=strict)
   writer = write.WriteToReverb(server, tables, on_invalid=on_invalid,
                                step_spec=episodes.step_spec, **push_options)
   pipeline = beam.Pipeline(runner=runner, options=PipelineOptions(
@@ -79,7 +83,9 @@ def push(src: Union[str, Sequence[str]], server: Union[str, Sequence[str]],
   _ = pipeline | 'ReadEpisodes' >> episodes | 'WriteToReverb' >> writer
   start = time.perf_counter()
   result = _run(pipeline, runner)
-  return _result_of(result.metrics(), time.perf_counter() - start)
+  return dataclasses.replace(
+      _result_of(result.metrics(), time.perf_counter() - start),
+      notes=tuple(episodes.step_format.notes()))
 
 
 def _check_servers(server: Union[str, Sequence[str]], runner: str,
@@ -119,13 +125,19 @@ def check_finished(state: str, runner: str) -> None:
 
 
 def _first_error(error: Exception) -> str:
-  """'Type: message' of the error a worker raised, from the runner's text."""
+  """'Type: message' of the error a worker raised, from the runner's text.
+
+  Runners raise either a page with the worker's traceback, or the worker's
+  error itself, its message followed by "[while running 'Step']".
+  """
   matches = [_ERROR_LINE.match(line.strip())
              for line in str(error).splitlines()]
   matches = [m for m in matches if m]
-  if not matches:
-    return f'{type(error).__name__}: {str(error).strip().splitlines()[-1]}'
-  return f'{matches[-1][1]}: {matches[-1][2]}'
+  if matches:
+    kind, text = matches[-1][1], matches[-1][2]
+  else:
+    kind, text = type(error).__name__, str(error).strip().splitlines()[-1]
+  return f'{kind}: {_WHILE_RUNNING.sub("", text)}'
 
 
 def _result_of(metrics, seconds: float) -> PushResult:

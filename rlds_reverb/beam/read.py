@@ -64,17 +64,22 @@ class ReadEpisodes(beam.PTransform):
     parts_per_file: ranges each record file is split into, read in
       parallel; None: enough for `MIN_PARTS` parts in all.
 
-  `step_spec` is the data's step spec (for `WriteToReverb`). Raises
-  `SourceError`, `DatasetNotPreparedError` or `StepSpecError` when built.
+  `step_format` is the data's `StepFormat`, `step_spec` the steps as the
+  episodes come out (missing `discount`/`reward` added, one-element fields
+  as scalars; for `WriteToReverb`). `strict` refuses data that needs either,
+  as for `rlds_reverb.push`. Raises `SourceError`,
+  `DatasetNotPreparedError` or `StepSpecError` when built.
   """
 
   def __init__(self, src: Union[str, Sequence[str]], split: str = 'train',
                data_dir: Optional[str] = None, *,
-               parts_per_file: Optional[int] = None):
+               parts_per_file: Optional[int] = None, strict: bool = False):
     super().__init__()
     if parts_per_file is not None and parts_per_file < 1:
       raise ValueError(f'parts_per_file must be >= 1, got {parts_per_file}.')
-    self.step_spec = specs.steps_spec(sources.load(src, split, data_dir))
+    self.step_format = specs.step_format(sources.load(src, split, data_dir),
+                                         strict)
+    self.step_spec = self.step_format.spec
     self.parts = plan_parts(src, split, data_dir, parts_per_file)
 
   def expand(self, pbegin):
@@ -140,22 +145,20 @@ def read_part(part: Part) -> Iterator[Episode]:
 
 
 def numpy_episodes(rlds_data: tf.data.Dataset) -> Iterator[Dict[str, Any]]:
-  """Each episode with its steps as [T, ...] arrays; empty ones too."""
+  """Each episode with its steps as [T, ...] arrays, as the conversion reads
+  them (`StepFormat.complete`); empty ones too."""
+  step_format = specs.step_format(rlds_data)
   dense = rlds_data.interleave(
       functools.partial(
-          _dense_episode,
-          empty=episodes_lib.zero_steps(specs.steps_spec(rlds_data), 0)),
+          _dense_episode, step_format=step_format,
+          empty=episodes_lib.zero_steps(step_format.spec, 0)),
       cycle_length=2, num_parallel_calls=2, deterministic=True)
   return dense.prefetch(2).as_numpy_iterator()
 
 
-def _dense_episode(episode, empty) -> tf.data.Dataset:
-  """One element: the episode's metadata and its steps batched whole.
-
-  No `map` before the batch: tf.data would fuse it with the whole-episode
-  batch and allocate that size (`convert.episodes`).
-  """
-  steps = episode[fields.STEPS].batch(episodes_lib.WHOLE_EPISODE).concatenate(
+def _dense_episode(episode, step_format, empty) -> tf.data.Dataset:
+  """One element: the episode's metadata and its steps batched whole."""
+  steps = episodes_lib.whole_steps(episode, step_format).concatenate(
       tf.data.Dataset.from_tensors(empty)).take(1)
   metadata = {k: v for k, v in episode.items() if k != fields.STEPS}
   return steps.map(functools.partial(_with_metadata, metadata=metadata))

@@ -83,7 +83,7 @@ class WriteToReverb(beam.PTransform):
                else list(server_or_servers))
     for address in servers:  # Malformed: fails here, not on the workers.
       addresses.parse(address)
-    tables = [tables] if isinstance(tables, str) else list(tables)
+    tables = items_lib.table_names(tables)
     settings = checked_push.Settings(sequence_length, stride_length, priority,
                                      end_of_episode, timeout, chunk_length)
     self._write = _WriteEpisodes(servers, tables, settings, on_invalid,

@@ -88,8 +88,8 @@ def _run(argv: Optional[List[str]]) -> int:
       return args.run(args)
   except output.CliError as e:
     return _fail(args, str(e), e.exit_code)
-  except KeyboardInterrupt:
-    return _fail(args, 'interrupted', output.EXIT_INTERRUPTED)
+  except KeyboardInterrupt as e:  # Its notes say what was written, if any.
+    return _fail(args, output.error_line(e), output.EXIT_INTERRUPTED)
   except BrokenPipeError:
     raise
   except Exception as e:  # pylint: disable=broad-except

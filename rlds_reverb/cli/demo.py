@@ -46,8 +46,9 @@ def run(args: argparse.Namespace) -> int:
   if args.dataset is None:
     args.dataset = [sources.BUNDLED]
   rlds_data = options.load(args)
-  _, spec = options.step_and_trajectory_spec(rlds_data)
-  report = validation.validate(rlds_data)
+  step_format, spec = options.step_format(args, rlds_data)
+  with options.reading(args):
+    report = validation.validate(rlds_data)
   if report.problems:
     first = report.problems[0]
     raise output.CliError(
@@ -57,7 +58,9 @@ def run(args: argparse.Namespace) -> int:
         "Run 'rlds-reverb validate' for all of them.")
   print(f"dataset   {' '.join(args.dataset)} (split {args.split}): "
         f'{wording.count(report.episodes, "episode")}, '
-        f'{wording.count(report.steps, "step")}, valid')
+        f'{wording.count(report.steps, "step")}, valid{_skipped_text(report)}')
+  for message in step_format.notes():
+    print(f'note      {message}')
   print(f'spec      {output.spec_text(spec)}')
 
   server = reverb.Server([_table(reverb, specs.table_signature(spec),
@@ -80,6 +83,20 @@ def run(args: argparse.Namespace) -> int:
   finally:
     server.stop()
   return output.EXIT_OK
+
+
+def _skipped_text(report) -> str:
+  """'; 2 empty and 1 flagged invalid episodes, which the push skips'."""
+  parts = []
+  if report.empty_episodes:
+    parts.append(f'{len(report.empty_episodes)} empty')
+  if report.flagged_invalid:
+    parts.append(f'{len(report.flagged_invalid)} flagged invalid')
+  if not parts:
+    return ''
+  skipped = len(report.empty_episodes) + len(report.flagged_invalid)
+  return (f'; {" and ".join(parts)} '
+          f'{wording.noun(skipped, "episode")}, which the push skips')
 
 
 def _table(reverb, signature, max_size: int):

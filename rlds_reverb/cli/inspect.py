@@ -32,21 +32,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
   from rlds_reverb import stats as stats_lib  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   from rlds_reverb.cli import plot  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  pyplot = plot.pyplot() if args.plot else None  # Fail before reading anything.
+  pyplot = None
+  if args.plot:  # Fail before reading anything.
+    pyplot = plot.pyplot()
+    plot.check_writable(args.plot)
   rlds_data = options.load(args)
-  step_spec, trajectory_spec = options.step_and_trajectory_spec(rlds_data)
-  stats = stats_lib.episode_stats(rlds_data)
+  step_format, trajectory_spec = options.step_format(args, rlds_data)
+  with options.reading(args):
+    stats = stats_lib.episode_stats(rlds_data)
   if args.json:
     output.print_json({
-        'step_spec': output.spec_fields(step_spec),
+        'step_spec': output.spec_fields(step_format.stored),
         'trajectory_spec': output.spec_fields(trajectory_spec),
+        'notes': step_format.notes(),
         'episodes': stats.episodes,
         'steps': stats.steps,
         'length': stats_lib.summary(stats.lengths),
         'return': stats_lib.summary(stats.returns),
     })
   else:
-    _print_text(step_spec, trajectory_spec, stats, stats_lib)
+    _print_text(step_format, trajectory_spec, stats, stats_lib)
   if pyplot is not None:
     plot.write(pyplot, stats, args.plot)
     if not args.json:
@@ -54,8 +59,10 @@ def run(args: argparse.Namespace) -> int:
   return output.EXIT_OK
 
 
-def _print_text(step_spec, trajectory_spec, stats, stats_lib) -> None:
-  print(f'step spec        {output.spec_text(step_spec)}')
+def _print_text(step_format, trajectory_spec, stats, stats_lib) -> None:
+  print(f'step spec        {output.spec_text(step_format.stored)}')
+  for message in step_format.notes():
+    print(f'note             {message}')
   print(f'trajectory spec  {output.spec_text(trajectory_spec)}')
   print(f'episodes         {stats.episodes} '
         f'({wording.count(stats.steps, "step")})')

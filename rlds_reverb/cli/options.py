@@ -1,6 +1,8 @@
 """Options the commands share: the dataset to read, --json, positive counts."""
 
 import argparse
+import contextlib
+import math
 
 from rlds_reverb.cli.output import CliError
 from rlds_reverb.cli.output import EXIT_USAGE
@@ -21,6 +23,11 @@ def add_dataset_arguments(parser: argparse.ArgumentParser,
                       help='TFDS split to read (default: %(default)s)')
   parser.add_argument('--data-dir', default=None, metavar='DIR',
                       help='TFDS data_dir for catalog names')
+  parser.add_argument('--strict', action='store_true',
+                      help=('refuse steps without discount or reward, or '
+                            'with a discount or flag of shape (1,), as '
+                            "TF-Agents does (default: read them with "
+                            'defaults and as scalars, and say so)'))
 
 
 def add_json_flag(parser: argparse.ArgumentParser, what: str) -> None:
@@ -46,6 +53,41 @@ def load(args: argparse.Namespace, shard=None):
     raise CliError(error_line(e), EXIT_USAGE) from e
 
 
+def episode_count(rlds_data):
+  """Episodes in the dataset if tf.data knows (TFDS does), else None."""
+  count = int(rlds_data.cardinality())
+  return count if count >= 0 else None
+
+
+@contextlib.contextmanager
+def reading(args: argparse.Namespace):
+  """A failure to read the dataset's records is bad input (exit 2), in one
+  line naming the dataset, and the file and offset of a cut record."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb import sources  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  try:
+    yield
+  except tf.errors.OpError as e:
+    name = sources.describe(args.dataset, args.data_dir)
+    reason = sources.read_error_text(e, args.dataset, args.data_dir)
+    raise CliError(f'cannot read {name}: {reason}', EXIT_USAGE) from e
+
+
+def step_format(args: argparse.Namespace, rlds_data):
+  """The dataset's `StepFormat` (refusing defaults with --strict), and its
+  trajectory spec; an unusable step spec is a usage error naming the dataset.
+  """
+  from rlds_reverb import sources  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb import specs  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.errors import StepSpecError  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  try:
+    found = specs.step_format(rlds_data, strict=args.strict)
+  except StepSpecError as e:
+    name = sources.describe(args.dataset, args.data_dir)
+    raise CliError(f'{name}: {error_line(e)}', EXIT_USAGE) from e
+  return found, specs.trajectory_spec(found.spec)
+
+
 def step_and_trajectory_spec(rlds_data):
   """(step spec, trajectory spec); an unusable step spec is a usage error."""
   from rlds_reverb import specs  # pylint: disable=g-import-not-at-top,import-outside-toplevel
@@ -62,6 +104,31 @@ def positive_int(text: str) -> int:
   value = int(text)
   if value < 1:
     raise argparse.ArgumentTypeError(f'must be >= 1, got {value}')
+  return value
+
+
+def priority(text: str) -> float:
+  """argparse type: a finite number >= 0 (`write.items.check_priority`'s rule:
+  Reverb refuses NaN mid-push and cannot sample by a negative or infinite
+  priority)."""
+  try:
+    value = float(text)
+  except ValueError as e:
+    raise argparse.ArgumentTypeError(f"must be a number, got '{text}'") from e
+  if not (math.isfinite(value) and value >= 0):
+    raise argparse.ArgumentTypeError(
+        f"must be finite and >= 0, got '{text}'")
+  return value
+
+
+def seconds(text: str) -> float:
+  """argparse type: a finite number of seconds > 0."""
+  try:
+    value = float(text)
+  except ValueError as e:
+    raise argparse.ArgumentTypeError(f"must be a number, got '{text}'") from e
+  if not (math.isfinite(value) and value > 0):
+    raise argparse.ArgumentTypeError(f"must be finite and > 0, got '{text}'")
   return value
 
 

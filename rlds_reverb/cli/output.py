@@ -74,6 +74,8 @@ def with_details(summary: str, details: Sequence[str]) -> str:
 
 
 def _message(error: BaseException) -> str:
+  if isinstance(error, KeyboardInterrupt):
+    return 'interrupted.'
   return _op_error_text(error) or str(error) or type(error).__name__
 
 

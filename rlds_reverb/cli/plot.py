@@ -11,6 +11,7 @@ matplotlib (the 'plot' extra) is imported only here, only for `--plot`.
 import math
 from typing import List
 
+from rlds_reverb import files
 from rlds_reverb import stats as stats_lib
 from rlds_reverb import wording
 from rlds_reverb.cli import output
@@ -33,6 +34,14 @@ def pyplot():
   matplotlib.use('Agg')
   from matplotlib import pyplot as pyplot_module  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   return pyplot_module
+
+
+def check_writable(path: str) -> None:
+  """A plot that cannot be written fails before `inspect` reads the data."""
+  reason = files.unwritable_reason(path)
+  if reason:
+    raise output.CliError(f'cannot write the plot to {path}: {reason}',
+                          output.EXIT_USAGE)
 
 
 def write(pyplot_module, stats: stats_lib.EpisodeStats, path: str) -> None:

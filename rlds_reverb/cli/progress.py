@@ -1,45 +1,68 @@
-"""A push progress bar on a terminal; nothing when stderr is a file or pipe."""
+"""Progress bars on a terminal; nothing when stderr is a file or pipe.
+
+    checking  |#####     | 120/240 episodes [00:03, steps=25,480]   read-ahead
+    pushing   |###       | 9,000/25,480 steps [00:01, episodes=41]  writing
+"""
 
 import sys
-from typing import Callable, Optional
+from typing import Optional
 
 
-class PushProgress:
-  """Feeds `push`'s `on_confirmed` counts into a tqdm bar of steps.
+class Bar:
+  """A tqdm bar of `unit`s, moved to absolute counts.
 
   tqdm is imported only when stderr is a terminal, so logs and tests see none
   of its carriage returns.
   """
 
-  def __init__(self, enabled: Optional[bool] = None,
-               total: Optional[int] = None):
+  def __init__(self, description: str, unit: str,
+               total: Optional[int] = None, enabled: Optional[bool] = None):
     if enabled is None:
       enabled = sys.stderr.isatty()
-    self._bar = _make_bar(total) if enabled else None
-    self._steps = 0
+    self._bar = _make_bar(description, unit, total) if enabled else None
+    self._done = 0
 
-  def on_confirmed(self, progress) -> None:
+  def update_to(self, done: int, **postfix) -> None:
     if self._bar is None:
       return
-    self._bar.update(progress.trajectories - self._steps)
-    self._steps = progress.trajectories
-    self._bar.set_postfix(episodes=progress.episodes, refresh=False)
+    self._bar.update(done - self._done)
+    self._done = done
+    self._bar.set_postfix(refresh=False, **postfix)
 
   def close(self) -> None:
     if self._bar is not None:
       self._bar.close()
 
-  def __enter__(self) -> 'PushProgress':
+  def __enter__(self) -> 'Bar':
     return self
 
   def __exit__(self, *exc_info) -> None:
     self.close()
 
 
-def _make_bar(total: Optional[int]):
+class PushProgress(Bar):
+  """Steps confirmed, from `push`'s `on_confirmed`."""
+
+  def __init__(self, enabled: Optional[bool] = None,
+               total: Optional[int] = None):
+    super().__init__('pushing', ' steps', total, enabled)
+
+  def on_confirmed(self, progress) -> None:
+    self.update_to(progress.trajectories, episodes=progress.episodes)
+
+
+class ReadProgress(Bar):
+  """Episodes read ahead, from the checks' `on_read(episodes, steps)`."""
+
+  def __init__(self, enabled: Optional[bool] = None,
+               total: Optional[int] = None):
+    super().__init__('checking', ' episodes', total, enabled)
+
+  def on_read(self, episodes: int, steps: int) -> None:
+    self.update_to(episodes, steps=f'{steps:,}')
+
+
+def _make_bar(description: str, unit: str, total: Optional[int]):
   from tqdm import tqdm  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  return tqdm(desc='pushing', total=total, unit=' steps', file=sys.stderr,
+  return tqdm(desc=description, total=total, unit=unit, file=sys.stderr,
               dynamic_ncols=True, leave=False)
-
-
-Callback = Callable[[object], None]

@@ -18,6 +18,7 @@ from rlds_reverb import wording
 from rlds_reverb.cli import options
 from rlds_reverb.cli import output
 from rlds_reverb.cli import progress as progress_lib
+from rlds_reverb.cli import push_shared
 
 HELP = 'write a dataset into tables of a running Reverb server'
 DESCRIPTION = ('Writes an RLDS dataset as fixed-length trajectory items '
@@ -55,10 +56,6 @@ to the I % S-th '--server', and a retried bundle may be written twice.
 exit status: 0 every item confirmed, 1 failure, 2 bad usage or input.
 """
 
-# Malformed episodes named on stderr by '--on-invalid skip'.
-LISTED_SKIPS = 5
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
   options.add_dataset_arguments(parser)
   parser.add_argument('--server', required=True, action='append',
@@ -73,7 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help='steps between item starts (default: %(default)s)')
   parser.add_argument('--pad-end-of-episodes', action='store_true',
                       help='pad an episode shorter than an item to one item')
-  parser.add_argument('--priority', type=float, default=1.0,
+  parser.add_argument('--priority', type=options.priority, default=1.0,
                       help="every item's priority (default: %(default)s)")
   parser.add_argument('--chunk-length', type=options.chunk_length,
                       action='append', default=None, metavar='[FIELD=]N',
@@ -84,7 +81,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       default='raise',
                       help=('malformed episodes: fail before writing, or '
                             'leave them out (default: %(default)s)'))
-  parser.add_argument('--timeout', type=float, default=30.0, metavar='SEC',
+  parser.add_argument('--timeout', type=options.seconds, default=30.0,
+                      metavar='SEC',
                       help=('seconds to wait for the server at any one point '
                             '(default: %(default)s)'))
   parser.add_argument('--shard', type=options.shard, default=None,
@@ -98,6 +96,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help=('save progress there after each confirmation and '
                             'continue from it when run again (with --workers, '
                             'one file per shard: STATE.I-of-N.json)'))
+  parser.add_argument('--resume-anyway', action='store_true',
+                      help=('with --resume: continue after the confirmed '
+                            'episodes even when a table has lost them (a '
+                            'server restarted without a checkpoint)'))
   parser.add_argument('--runner', default=None, metavar='RUNNER',
                       help=('run on Apache Beam with this runner '
                             '(DirectRunner, DataflowRunner, FlinkRunner, ...)'))
@@ -121,20 +123,21 @@ def run(args: argparse.Namespace) -> int:
   if args.workers > 1:
     from rlds_reverb.cli import workers  # pylint: disable=g-import-not-at-top,import-outside-toplevel
     return workers.run(args)
-  print_summary(push_one(args), args.json)
+  push_shared.print_summary(push_one(args), args.json)
   return output.EXIT_OK
 
 
 def check_usage(args: argparse.Namespace) -> None:
   """Combinations of options that cannot run: exit 2, before any work."""
   problems = [
-      (args.timeout <= 0, f'--timeout must be > 0, got {args.timeout:g}'),
       (args.workers > 1 and args.shard is not None,
        '--workers runs the shards itself; drop --shard'),
       (bool(args.runner) and (args.workers > 1 or args.shard is not None),
        '--runner splits the data itself; drop --workers and --shard'),
       (bool(args.runner) and bool(args.resume),
        '--runner retries failed bundles instead of resuming; drop --resume'),
+      (args.resume_anyway and not args.resume,
+       '--resume-anyway goes with --resume'),
       (bool(args.beam_option) and not args.runner,
        '--beam-option needs --runner'),
       (args.parts_per_file is not None and not args.runner,
@@ -142,122 +145,68 @@ def check_usage(args: argparse.Namespace) -> None:
       (len(args.server) > 1 and not (args.runner or args.workers > 1),
        'several --server need --workers or --runner, which spread the data '
        'over them'),
+      (len(set(args.table)) < len(args.table),
+       f'--table {_repeated(args.table)} is given more than once: every item '
+       f'would be written that many times into it'),
   ]
   for failed, message in problems:
     if failed:
       raise output.CliError(message, output.EXIT_USAGE)
 
 
-def settings_of(args: argparse.Namespace) -> dict:
-  """The push's item and timeout settings (`checked_push.Settings`' fields).
-
-  Plain values only: `--workers` sends them to its processes without
-  importing TensorFlow here.
-  """
-  return {
-      'sequence_length': args.sequence_length,
-      'stride_length': args.stride,
-      'priority': args.priority,
-      'end_of_episode': 'pad' if args.pad_end_of_episodes else 'drop',
-      'timeout': args.timeout,
-      'chunk_length': options.chunk_length_option(args.chunk_length),
-  }
+def _repeated(values) -> str:
+  """The first value given more than once, or ''."""
+  return next((value for value in values if values.count(value) > 1), '')
 
 
 def push_one(args: argparse.Namespace) -> dict:
   """Checks, then pushes one dataset or shard; returns the summary dict."""
   from rlds_reverb import checked_push  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   rlds_data = options.load(args, shard=args.shard)
-  _, spec = options.step_and_trajectory_spec(rlds_data)
-  check_chunk_length(args, spec)
+  push_shared.checked_spec(args, rlds_data)
   job = checked_push.CheckedPush(
       rlds_data, args.server[0], args.table,
-      checked_push.Settings(**settings_of(args)), on_invalid=args.on_invalid,
-      resume=args.resume, source=checked_push.Source(
+      checked_push.Settings(**push_shared.settings_of(args)),
+      on_invalid=args.on_invalid, resume=args.resume,
+      resume_anyway=args.resume_anyway, source=checked_push.Source(
           args.dataset, args.split, args.data_dir, args.shard))
-  plan = _check(job)
+  plan = _check(job, options.episode_count(rlds_data))
   _note_plan(plan, args.resume)
-  with progress_lib.PushProgress(total=plan.steps) as progress:
-    return summary_of(job.write(on_confirmed=progress.on_confirmed))
+  try:
+    with progress_lib.PushProgress(total=plan.steps) as progress:
+      result = job.write(on_confirmed=progress.on_confirmed)
+  except KeyboardInterrupt as e:
+    if not args.resume:
+      e.add_note('Without --resume, running this push again writes it all '
+                 'again; with --resume FILE, progress is saved at each '
+                 'confirmation and a rerun continues.')
+    raise
+  return push_shared.summary_of(result)
 
 
-def _check(job):
-  """`job.check()`, with bad input (a resume file of another push) exit 2."""
+def _check(job, episodes):
+  """`job.check()` with a bar of episodes read ahead; bad input (a resume
+  file of another push, one that cannot be written) exits 2."""
   from rlds_reverb import errors  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   try:
-    return job.check()
-  except errors.ResumeStateError as e:
+    with progress_lib.ReadProgress(total=episodes) as reading:
+      return job.check(on_read=reading.on_read)
+  except (errors.ResumeStateError, errors.DataReadError) as e:
     raise output.CliError(str(e), output.EXIT_USAGE) from e
   except errors.MalformedEpisodeError as e:
-    raise output.CliError(
-        f"{e} ('rlds-reverb validate' lists them, '--on-invalid skip' leaves "
-        f'them out)') from e
-
-
-def check_chunk_length(args, spec) -> None:
-  """A --chunk-length naming no field, or too long, is a usage error."""
-  from rlds_reverb.write import chunks  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  from rlds_reverb.write import columns  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  try:
-    chunks.check_option(
-        options.chunk_length_option(args.chunk_length),
-        columns.columns_of(spec),
-        chunks.max_chunk_length(len(args.table), args.stride))
-  except ValueError as e:
-    raise output.CliError(f'--chunk-length: {e}', output.EXIT_USAGE) from e
+    raise output.CliError(f'{e} {push_shared.MALFORMED_HINT}') from e
+  except KeyboardInterrupt as e:
+    e.add_note('Nothing was written.')
+    raise
 
 
 def _note_plan(plan, resume_path) -> None:
   """What the checks found, on stderr, before anything is written."""
-  for message in plan.warnings:
-    output.note(f'warning: {message}')
-  note_skipped([vars(episode) for episode in plan.skipped])
+  push_shared.note_found({'warnings': plan.warnings, 'notes': plan.notes,
+                          'skipped': [vars(e) for e in plan.skipped]})
   done = plan.state.confirmed_episodes
   if plan.state.complete:
     output.note(f'{resume_path} says this push is complete; nothing to do')
   elif done:
     confirmed = wording.count(done, 'confirmed episode')
     output.note(f'resuming from {resume_path} after {confirmed}')
-
-
-def note_skipped(skipped, prefix: str = '') -> None:
-  """Names the malformed episodes left out (dicts of `SkippedEpisode`)."""
-  malformed = [e for e in skipped if e['kind'] not in ('flagged_invalid',
-                                                       'empty')]
-  if not malformed:
-    return
-  listed = '; '.join(f"episode {e['position']} step {e['step']} ({e['kind']})"
-                     for e in malformed[:LISTED_SKIPS])
-  more = (f'; and {len(malformed) - LISTED_SKIPS} more'
-          if len(malformed) > LISTED_SKIPS else '')
-  output.note(f'{prefix}skipping '
-              f'{wording.count(len(malformed), "malformed episode")}: '
-              f'{listed}{more}')
-
-
-def summary_of(result) -> dict:
-  """The JSON summary of a `PushResult` (or its dict)."""
-  counts = result if isinstance(result, dict) else vars(result)
-  return {
-      'episodes': counts['episodes'],
-      'trajectories': counts['trajectories'],
-      'items': counts['items'],
-      'skipped_episodes': counts['skipped_episodes'],
-      'resumed_after_episodes': counts['resumed_after_episodes'],
-      'seconds': round(counts['seconds'], 3),
-  }
-
-
-def print_summary(summary: dict, as_json: bool) -> None:
-  if as_json:
-    output.print_json(summary)
-    return
-  rate = summary['trajectories'] / max(summary['seconds'], 1e-9)
-  resumed = summary['resumed_after_episodes']
-  after = f' after {resumed} confirmed before' if resumed else ''
-  print(f"pushed {wording.count(summary['episodes'], 'episode')}{after}, "
-        f"{wording.count(summary['trajectories'], 'step')}, "
-        f"{wording.count(summary['items'], 'item')} in "
-        f"{summary['seconds']:.2f} s ({rate:,.0f} steps/s); skipped "
-        f"{wording.count(summary['skipped_episodes'], 'episode')}",
-        flush=True)

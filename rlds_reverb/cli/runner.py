@@ -12,22 +12,25 @@ usage error, and every other command works.
 import argparse
 import logging
 
+from rlds_reverb.cli import options
 from rlds_reverb.cli import output
+from rlds_reverb.cli import push_shared
 
 INSTALL_HINT = 'pip install "rlds_reverb[beam]"'
 
 
 def run(args: argparse.Namespace) -> int:
-  from rlds_reverb.cli import push  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   beam = _import_beam(quiet=not args.debug)
+  _check_runner(args.runner)
   _check_dataset(args)
   result = beam.push(
       args.dataset, args.server, args.table, split=args.split,
       data_dir=args.data_dir, runner=args.runner, options=args.beam_option,
       on_invalid=args.on_invalid, parts_per_file=args.parts_per_file,
-      **push.settings_of(args))
-  push.note_skipped([vars(episode) for episode in result.skipped])
-  push.print_summary(push.summary_of(result), args.json)
+      **push_shared.settings_of(args))
+  push_shared.note_found({**vars(result),
+                          'skipped': [vars(e) for e in result.skipped]})
+  push_shared.print_summary(push_shared.summary_of(result), args.json)
   return output.EXIT_OK
 
 
@@ -35,10 +38,13 @@ def _import_beam(quiet: bool):
   """`rlds_reverb.beam`, Beam's Python logs at errors only unless `quiet` off.
 
   Beam logs through the root logger (a warning at import, which also
-  installs a stderr handler) and relays its workers' logs through its own.
+  installs a stderr handler) and relays its workers' logs through its own;
+  a failed bundle is logged with its traceback, before the pipeline's error
+  reaches us, which says it in one line.
   """
   if quiet:
     logging.getLogger().setLevel(logging.ERROR)
+    logging.getLogger('apache_beam').setLevel(logging.CRITICAL)
   try:
     from rlds_reverb import beam  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   except ImportError as e:
@@ -50,9 +56,16 @@ def _import_beam(quiet: bool):
   return beam
 
 
+def _check_runner(name: str) -> None:
+  """An unknown runner is bad usage (exit 2), before any work."""
+  from apache_beam.runners import runner as runner_lib  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  try:
+    runner_lib.create_runner(name)
+  except ValueError as e:
+    raise output.CliError(f'--runner: {output.error_line(e)}',
+                          output.EXIT_USAGE) from e
+
+
 def _check_dataset(args: argparse.Namespace) -> None:
   """Opens the dataset here first: bad input is a usage error (exit 2)."""
-  from rlds_reverb.cli import options  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  from rlds_reverb.cli import push  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  _, spec = options.step_and_trajectory_spec(options.load(args))
-  push.check_chunk_length(args, spec)
+  push_shared.checked_spec(args, options.load(args))

@@ -9,6 +9,7 @@ import argparse
 from rlds_reverb import wording
 from rlds_reverb.cli import options
 from rlds_reverb.cli import output
+from rlds_reverb.cli import progress
 
 HELP = 'read a whole dataset and report every malformed step'
 DESCRIPTION = ('Reads a whole RLDS dataset and reports every step the '
@@ -21,7 +22,9 @@ examples:
 Kinds: episode_not_first, terminal_not_last, mid_before_first,
 last_before_non_first (the converter's rules). Empty episodes and episodes
 flagged by an 'invalid'/'is_invalid' metadata field are listed, not counted as
-problems: push skips both.
+problems: push skips both. Notes name the fields read otherwise than stored:
+a missing discount (1.0) or reward (0.0), a discount or flag of shape (1,)
+(--strict refuses those instead).
 exit status: 0 clean, 1 problems found, 2 unreadable dataset or bad usage.
 """
 
@@ -37,8 +40,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
   from rlds_reverb import validation  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   rlds_data = options.load(args)
-  options.step_and_trajectory_spec(rlds_data)
-  report = validation.validate(rlds_data)
+  options.step_format(args, rlds_data)
+  with options.reading(args), progress.ReadProgress(
+      total=options.episode_count(rlds_data)) as reading:
+    report = validation.validate(rlds_data, on_read=reading.on_read)
   if args.json:
     output.print_json(report.as_dict())
   else:
@@ -47,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_text(report) -> None:
+  for message in report.notes:
+    print(f'note: {message}')
   for problem in report.problems[:MAX_LISTED]:
     print(f'episode {problem.episode}, step {problem.step}: {problem.kind}: '
           f'{problem.message}')

@@ -18,29 +18,35 @@ import time
 
 from rlds_reverb import wording
 from rlds_reverb.cli import output
+from rlds_reverb.cli import push_shared
 
 
 def run(args: argparse.Namespace) -> int:
   from rlds_reverb import parallel  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  from rlds_reverb.cli import push  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   start = time.perf_counter()
   outcomes = parallel.run_shards(
       args.dataset, args.server, args.table, workers=args.workers,
       split=args.split, data_dir=args.data_dir, on_invalid=args.on_invalid,
-      resume=args.resume, **push.settings_of(args))
+      resume=args.resume, resume_anyway=args.resume_anyway,
+      **push_shared.settings_of(args))
   done = [outcome for outcome in outcomes if outcome.result is not None]
   for outcome in done:
     _note(outcome)
+  total = parallel.summed(outcomes)
+  push_shared.note_data(total['notes'])
   failed = [outcome for outcome in outcomes if outcome.result is None]
   if failed:
-    raise output.CliError(_failure_text(failed, done, args.workers))
-  summary = push.summary_of({
-      **parallel.summed(outcomes),
+    interrupted = any(o.error_type == 'KeyboardInterrupt' for o in failed)
+    raise output.CliError(
+        _failure_text(failed, done, args.workers),
+        output.EXIT_INTERRUPTED if interrupted else output.EXIT_FAILURE)
+  summary = push_shared.summary_of({
+      **total,
       # The workers push at the same time: the longest one's push time.
       'seconds': max(outcome.result['seconds'] for outcome in done)})
   summary['wall_seconds'] = round(time.perf_counter() - start, 3)
   summary['workers'] = args.workers
-  push.print_summary(summary, args.json)
+  push_shared.print_summary(summary, args.json)
   return output.EXIT_OK
 
 
@@ -56,6 +62,9 @@ def _failure_text(failed, done, workers: int) -> str:
     if output.lists_fields(outcome.error_type):
       firsts.append(f'shard {outcome.shard}: {outcome.error}')
       details += [f'shard {outcome.shard}: {note}' for note in outcome.notes]
+    elif outcome.error_type == 'MalformedEpisodeError':  # Python hints out.
+      firsts.append(f'shard {outcome.shard}: {outcome.error} '
+                    f'{push_shared.MALFORMED_HINT}')
     else:
       firsts.append(parallel.failure_text(outcome))
   others = wording.count(len(done), 'other')
@@ -67,9 +76,7 @@ def _failure_text(failed, done, workers: int) -> str:
 
 
 def _note(outcome) -> None:
-  """A shard's warnings and skipped episodes, as one push would print them."""
-  from rlds_reverb.cli import push  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  prefix = f'shard {outcome.shard}: '
-  for message in outcome.result['warnings']:
-    output.note(f'{prefix}warning: {message}')
-  push.note_skipped(outcome.result['skipped'], prefix)
+  """A shard's warnings and skipped episodes, as one push would print them
+  (its notes on the data are every shard's, printed once)."""
+  push_shared.note_found({**outcome.result, 'notes': ()},
+                         f'shard {outcome.shard}: ')

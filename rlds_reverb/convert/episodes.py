@@ -3,6 +3,7 @@
     episodes --enumerate--> (index, episode)
              --interleave, in order: steps.batch(all)--> (index, steps[T])
                                                   (empty episodes vanish)
+             --[StepFormat.complete: defaults, one-element fields as scalars]
              --> DenseEpisode(index, steps[T])
 
 Every episode must begin with `is_first` (checked by the converter), so the
@@ -16,16 +17,19 @@ and sets `next_step` to the next episode's first step, or to the pad step
 
 Reading the steps one by one is the costliest part of the conversion (~5 µs
 per step here), so `_PARALLEL_EPISODES` episodes are read at once, in order.
-No `map` runs on the steps: a `map` followed by `batch(WHOLE_EPISODE)` is fused
-by tf.data into one op that allocates the whole batch size up front and never
-returns.
+No `map` runs on single steps: a `map` followed by `batch(WHOLE_EPISODE)` is
+fused by tf.data into one op that allocates the whole batch size up front and
+never returns.
 """
 
 from typing import Any, Dict, NamedTuple
 
+import functools
+
 import tensorflow as tf
 
 from rlds_reverb.specs import fields
+from rlds_reverb.specs import step_spec as step_spec_lib
 
 # Batch size that takes a whole episode in one element (2**62 hangs tf.data).
 WHOLE_EPISODE = 2**31 - 1
@@ -45,25 +49,40 @@ class DenseEpisode(NamedTuple):
 
 def dense_episodes(
     rlds_data: tf.data.Dataset,
-    step_spec: Dict[str, Any],
+    step_format: step_spec_lib.StepFormat,
     pair_episodes: bool = False,
 ) -> tf.data.Dataset:
   """A dataset of `DenseEpisode`s, in order, without empty episodes.
 
   Args:
     rlds_data: RLDS episodes.
-    step_spec: the validated element spec of their steps.
+    step_format: the validated format of their steps (`step_format`).
     pair_episodes: give each episode the step after its last one as
       `next_step` (else `next_step` is `()`).
   """
   if not pair_episodes:
-    return _read_in_order(rlds_data, _dense_episode)
-  with_pad = _read_in_order(rlds_data, _indexed_steps).concatenate(
-      tf.data.Dataset.from_tensors(
-          (tf.constant(_PAD_INDEX, tf.int64), _pad_steps(step_spec))))
+    return _read_in_order(rlds_data, functools.partial(
+        _dense_episode, step_format=step_format))
+  step_spec = step_format.spec
+  with_pad = _read_in_order(rlds_data, functools.partial(
+      _indexed_steps, step_format=step_format)).concatenate(
+          tf.data.Dataset.from_tensors(
+              (tf.constant(_PAD_INDEX, tf.int64), _pad_steps(step_spec))))
   initial = (False, tf.constant(_PAD_INDEX, tf.int64),
              zero_steps(step_spec, 0))
   return with_pad.scan(initial, _hold_back).filter(_is_held).map(_as_dense)
+
+
+def whole_steps(episode, step_format: step_spec_lib.StepFormat
+                ) -> tf.data.Dataset:
+  """One element, the episode's steps [T, ...] as the conversion reads them
+  (`StepFormat.complete`); none when it has no steps.
+
+  The map comes after the batch, and only for data that needs it: before
+  the batch, tf.data would fuse it with the batch and allocate its size.
+  """
+  steps = episode[fields.STEPS].batch(WHOLE_EPISODE)
+  return steps.map(step_format.complete) if step_format.changes else steps
 
 
 def _read_in_order(rlds_data: tf.data.Dataset, read_episode) -> tf.data.Dataset:
@@ -73,21 +92,19 @@ def _read_in_order(rlds_data: tf.data.Dataset, read_episode) -> tf.data.Dataset:
       num_parallel_calls=_PARALLEL_EPISODES, deterministic=True)
 
 
-def _indexed_steps(index, episode) -> tf.data.Dataset:
+def _indexed_steps(index, episode, step_format) -> tf.data.Dataset:
   """(index, steps[T]) of one episode; no element when it has no steps.
 
   A `zip`, not a `map`: it adds no function to run per episode.
   """
   return tf.data.Dataset.zip((
-      tf.data.Dataset.from_tensors(index),
-      episode[fields.STEPS].batch(WHOLE_EPISODE)))
+      tf.data.Dataset.from_tensors(index), whole_steps(episode, step_format)))
 
 
-def _dense_episode(index, episode) -> tf.data.Dataset:
+def _dense_episode(index, episode, step_format) -> tf.data.Dataset:
   """`_indexed_steps` as a `DenseEpisode` without `next_step`."""
   return tf.data.Dataset.zip(DenseEpisode(
-      tf.data.Dataset.from_tensors(index),
-      episode[fields.STEPS].batch(WHOLE_EPISODE)))
+      tf.data.Dataset.from_tensors(index), whole_steps(episode, step_format)))
 
 
 def zero_steps(step_spec: Dict[str, Any], length: int) -> Dict[str, Any]:

@@ -56,25 +56,28 @@ def transition_spec(step_spec) -> NStepTransition:
       next_observation=step_spec[fields.OBSERVATION])
 
 
-def create_nstep_transition_spec(rlds_data: tf.data.Dataset) -> NStepTransition:
+def create_nstep_transition_spec(rlds_data: tf.data.Dataset, *,
+                                 strict: bool = False) -> NStepTransition:
   """`transition_spec` of `rlds_data`'s steps."""
-  return transition_spec(step_spec_lib.steps_spec(rlds_data))
+  return transition_spec(step_spec_lib.steps_spec(rlds_data, strict))
 
 
 def convert_rlds_to_nstep_transitions(
-    rlds_data: tf.data.Dataset, n: int, discount: float) -> tf.data.Dataset:
+    rlds_data: tf.data.Dataset, n: int, discount: float, *,
+    strict: bool = False) -> tf.data.Dataset:
   """A dataset of `NStepTransition`s, in step order.
 
   Args:
     rlds_data: RLDS episodes.
     n: the number of steps to accumulate, >= 1.
     discount: gamma, the agent's discount in [0, 1].
+    strict: as for `convert_rlds_to_trajectories`.
 
   Raises:
     ValueError: bad n or discount, or an invalid RLDS spec.
     tf.errors.InvalidArgumentError: malformed episodes, as for trajectories.
   """
-  return nstep_transition_blocks(rlds_data, n, discount).map(
+  return nstep_transition_blocks(rlds_data, n, discount, strict).map(
       _transitions_of).unbatch()
 
 
@@ -84,14 +87,15 @@ class TransitionBlock(NamedTuple):
 
 
 def nstep_transition_blocks(
-    rlds_data: tf.data.Dataset, n: int, discount: float) -> tf.data.Dataset:
+    rlds_data: tf.data.Dataset, n: int, discount: float,
+    strict: bool = False) -> tf.data.Dataset:
   """One `TransitionBlock` per episode."""
   if n < 1:
     raise ValueError(f'n must be >= 1, got {n}.')
   if not 0.0 <= discount <= 1.0:
     raise ValueError(f'discount must be in [0, 1], got {discount}.')
-  step_spec = step_spec_lib.steps_spec(rlds_data)
-  dense = episodes_lib.dense_episodes(rlds_data, step_spec)
+  dense = episodes_lib.dense_episodes(
+      rlds_data, step_spec_lib.step_format(rlds_data, strict))
   return dense.map(functools.partial(_to_block, n=n, gamma=discount))
 
 

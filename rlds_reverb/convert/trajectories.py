@@ -36,6 +36,8 @@ class TrajectoryBlock(NamedTuple):
 def convert_rlds_to_trajectories(
     rlds_data: tf.data.Dataset,
     policy_info_fn: Optional[fields.PolicyInfoFn] = None,
+    *,
+    strict: bool = False,
 ) -> tf.data.Dataset:
   """A dataset of `Trajectory`s, one per RLDS step, from overlapping step pairs.
 
@@ -48,7 +50,11 @@ def convert_rlds_to_trajectories(
   Args:
     rlds_data: a dataset of RLDS episodes, each with a dataset of `steps`.
     policy_info_fn: optional `fn(current_step, next_step)`; its output is the
-      trajectory's `policy_info` (else `()`).
+      trajectory's `policy_info` (else `()`). It sees the steps as converted:
+      with the default `discount`/`reward` of data that lacks them.
+    strict: refuse data without `discount` or `reward`, or with a discount
+      or flag of shape (1,), as TF-Agents does (else defaults and scalars,
+      `specs.step_spec`).
 
   Returns:
     A dataset of `Trajectory` whose spec is `create_trajectory_data_spec`'s
@@ -60,7 +66,7 @@ def convert_rlds_to_trajectories(
       not last, a mid step followed by a first step, or a last step not followed
       by a first step; the message ends with '(episode E, step S)'.
   """
-  return _dense_episodes(rlds_data, policy_info_fn).map(
+  return _dense_episodes(rlds_data, policy_info_fn, strict).map(
       functools.partial(_to_trajectory, policy_info_fn=policy_info_fn),
       num_parallel_calls=_PARALLEL_EPISODES, deterministic=True).unbatch()
 
@@ -68,21 +74,22 @@ def convert_rlds_to_trajectories(
 def trajectory_blocks(
     rlds_data: tf.data.Dataset,
     policy_info_fn: Optional[fields.PolicyInfoFn] = None,
+    strict: bool = False,
 ) -> tf.data.Dataset:
   """A dataset of `TrajectoryBlock`s: each episode's trajectories at once."""
-  return _dense_episodes(rlds_data, policy_info_fn).map(
+  return _dense_episodes(rlds_data, policy_info_fn, strict).map(
       functools.partial(_to_block, policy_info_fn=policy_info_fn),
       num_parallel_calls=_PARALLEL_EPISODES, deterministic=True)
 
 
-def _dense_episodes(rlds_data, policy_info_fn) -> tf.data.Dataset:
+def _dense_episodes(rlds_data, policy_info_fn, strict) -> tf.data.Dataset:
   """Validates the step spec (raising now, not while iterating); the episodes.
 
   Fields other than the step features are batched with their episode and then
   left unused: selecting them per step would cost a function call per step.
   """
   return episodes_lib.dense_episodes(
-      rlds_data, step_spec_lib.steps_spec(rlds_data),
+      rlds_data, step_spec_lib.step_format(rlds_data, strict),
       pair_episodes=policy_info_fn is not None)
 
 

@@ -20,6 +20,12 @@ STEP_FEATURES = (
     OBSERVATION, ACTION, REWARD, DISCOUNT, IS_FIRST, IS_LAST, IS_TERMINAL)
 # The step flags: boolean scalars.
 FLAGS = (IS_FIRST, IS_LAST, IS_TERMINAL)
+# Fields a dataset may lack (13 Open X-Embodiment sets have no discount,
+# `mt_opt/rlds` no reward either), with the value every step then gets, as
+# float32. A terminal last step's discount is still 0: the conversion's rule.
+DEFAULTS = {DISCOUNT: 1.0, REWARD: 0.0}
+# Episode metadata fields that mark a whole episode as invalid, in order.
+INVALID_FLAG_FIELDS = ('invalid', 'is_invalid')
 
 Step = Dict[str, Any]
 PolicyInfoFn = Callable[[Step, Step], Any]

@@ -17,3 +17,12 @@ def flatten_with_paths(structure: Any, prefix: str = '') -> List[Tuple[str, Any]
     name = join(path)
     pairs.append((f'{prefix}/{name}' if prefix and name else prefix or name, leaf))
   return pairs
+
+
+def spec_text(spec: Any) -> str:
+  """'float32[3]', 'uint8[?,?,3]' for a TensorSpec; else its type's name."""
+  shape = getattr(getattr(spec, 'shape', None), 'rank', None)
+  if shape is None or not hasattr(spec, 'dtype'):
+    return type(spec).__name__
+  dims = ','.join('?' if d is None else str(d) for d in spec.shape.as_list())
+  return f'{spec.dtype.name}[{dims}]'

@@ -20,13 +20,19 @@ from rlds_reverb.specs import step_spec as step_spec_lib
 def create_trajectory_data_spec(
     rlds_data: tf.data.Dataset,
     policy_info_fn: Optional[fields.PolicyInfoFn] = None,
+    *,
+    strict: bool = False,
 ) -> trajectory.Trajectory:
   """The spec of `convert_rlds_to_trajectories(rlds_data, policy_info_fn)`.
+
+  A missing `discount` or `reward` has the float32 scalar spec of its
+  default; `strict=True` refuses it (`convert_rlds_to_trajectories`).
 
   Raises:
     ValueError: if `rlds_data` has no `steps` or its step spec is invalid.
   """
-  return trajectory_spec(step_spec_lib.steps_spec(rlds_data), policy_info_fn)
+  return trajectory_spec(step_spec_lib.steps_spec(rlds_data, strict),
+                         policy_info_fn)
 
 
 def trajectory_spec(

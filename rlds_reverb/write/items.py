@@ -24,6 +24,8 @@ ends), `squeeze` (items without a time axis).
 
 import dataclasses
 import enum
+import math
+from typing import List, Sequence, Union
 
 import numpy as np
 
@@ -39,6 +41,39 @@ class EndOfEpisode(enum.Enum):
     if tile:
       return cls.TILE
     return cls.PAD if pad else cls.DROP
+
+
+def check_priority(priority: float) -> float:
+  """`priority` as a float, if Reverb can sample by it: finite and >= 0.
+
+  Reverb's writer refuses NaN only when the first item is created, with rows
+  already sent; it takes a negative or infinite priority, which breaks a
+  prioritized table's sampling. Checked before anything is written.
+  """
+  try:
+    value = float(priority)
+  except (TypeError, ValueError):
+    raise ValueError(f'priority must be a number, got {priority!r}.') from None
+  if not (math.isfinite(value) and value >= 0):
+    raise ValueError(f'priority must be finite and >= 0, got {priority!r}.')
+  return value
+
+
+def table_names(tables: Union[str, Sequence[str]]) -> List[str]:
+  """One table name or several as a list, each named once.
+
+  A table named twice would get every item twice.
+  """
+  names = [tables] if isinstance(tables, str) else list(tables)
+  if not names:
+    raise ValueError('No table given: name at least one.')
+  repeated = sorted({name for name in names if names.count(name) > 1})
+  if repeated:
+    raise ValueError(
+        f'Table {repeated[0]!r} is named {names.count(repeated[0])} times: '
+        f'each item would be written that many times into it; name each '
+        f'table once.')
+  return names
 
 
 @dataclasses.dataclass(frozen=True)

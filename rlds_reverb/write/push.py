@@ -73,6 +73,9 @@ class PushResult:
   skipped: Tuple[SkippedEpisode, ...] = ()
   # What the checks warned of before writing (a table too small, a limiter).
   warnings: Tuple[str, ...] = ()
+  # Fields read otherwise than the data stores them: a default for a missing
+  # `discount` or `reward`, one-element fields as scalars (`StepFormat`).
+  notes: Tuple[str, ...] = ()
 
 
 def write_trajectories(
@@ -89,6 +92,7 @@ def write_trajectories(
     chunk_length: chunks.ChunkLength = None,
     on_confirmed: Optional[Callable[[writer_lib.Progress], None]] = None,
     table_infos: Optional[Dict[str, Any]] = None,
+    strict: bool = False,
 ) -> PushResult:
   """Writes `rlds_data` as fixed-length trajectory items, reading it once.
 
@@ -111,13 +115,13 @@ def write_trajectories(
       tables' rate limiters that can block.
     tf.errors.InvalidArgumentError: malformed episodes, as in conversion.
   """
-  tables = [tables] if isinstance(tables, str) else list(tables)
+  tables = items_lib.table_names(tables)
   client, address = server_lib.connect(server)
   item_plan = items_lib.SequenceItems(
       sequence_length, stride_length, end_of_episode)
   return _push(rlds_data, client, address, tables, item_plan, priority,
                policy_info_fn, timeout, on_confirmed, chunk_length,
-               table_infos)
+               table_infos, strict)
 
 
 def push_nstep_transitions(
@@ -131,28 +135,35 @@ def push_nstep_transitions(
     timeout: float = DEFAULT_TIMEOUT_S,
     chunk_length: chunks.ChunkLength = None,
     on_confirmed: Optional[Callable[[writer_lib.Progress], None]] = None,
+    strict: bool = False,
 ) -> PushResult:
   """Writes one item per n-step transition (`convert.nstep`), as Acme does.
 
   Items have no time axis; a signed table's signature must equal
   `create_nstep_transition_spec(rlds_data)`. `trajectories` in the result
-  counts transitions; `chunk_length` is as for `push`. Raises as `push`.
+  counts transitions; `chunk_length` and `strict` are as for `push`. Raises
+  as `push`.
   """
-  tables = [tables] if isinstance(tables, str) else list(tables)
+  tables = items_lib.table_names(tables)
   client, address = server_lib.connect(server)
-  spec = nstep.create_nstep_transition_spec(rlds_data)
-  blocks = nstep.nstep_transition_blocks(rlds_data, n, discount)
+  step_format = specs.step_format(rlds_data, strict)
+  spec = nstep.transition_spec(step_format.spec)
+  blocks = nstep.nstep_transition_blocks(rlds_data, n, discount, strict)
   writer = writer_lib.SequenceWriter(
       client, tables, spec, items_lib.TransitionItems(), priority, address,
       timeout, chunk_length=chunk_length, on_confirmed=on_confirmed)
   infos = _check_tables(client, address, tables, spec, timeout)
-  return _write_blocks(blocks, _transitions_of, writer, None, infos, address)
+  result = _write_blocks(blocks, _transitions_of, writer, None, infos,
+                         address)
+  return dataclasses.replace(result, notes=tuple(step_format.notes()))
 
 
 def push_rlds_to_reverb(
     rlds_data: tf.data.Dataset,
     reverb_observer: Any,
     policy_info_fn: Optional[fields.PolicyInfoFn] = None,
+    *,
+    strict: bool = False,
 ) -> int:
   """Pushes `rlds_data` through `reverb_observer`'s tables; TF-Agents' drop-in.
 
@@ -160,7 +171,7 @@ def push_rlds_to_reverb(
   exactly the items that observer would, through Reverb's C++ writers and
   without calling it; returns once the server confirmed them all (TF-Agents'
   module returns with items still pending). Any other observer is called once
-  per trajectory.
+  per trajectory. `strict` as for `convert_rlds_to_trajectories`.
 
   Returns:
     The number of trajectories pushed.
@@ -173,12 +184,13 @@ def push_rlds_to_reverb(
   """
   item_plan = _observer_item_plan(reverb_observer)
   if item_plan is None:
-    return _call_per_trajectory(rlds_data, reverb_observer, policy_info_fn)
+    return _call_per_trajectory(rlds_data, reverb_observer, policy_info_fn,
+                                strict)
   client = reverb_observer.py_client
   result = _push(rlds_data, client, client.server_address,
                  list(reverb_observer._table_names), item_plan,  # pylint: disable=protected-access
                  reverb_observer._priority, policy_info_fn,  # pylint: disable=protected-access
-                 DEFAULT_TIMEOUT_S, None)
+                 DEFAULT_TIMEOUT_S, None, strict=strict)
   logging.info('Wrote %d trajectories to Reverb.', result.trajectories)
   return result.trajectories + result.skipped_trajectories
 
@@ -202,15 +214,16 @@ def _observer_item_plan(observer: Any):
   # pylint: enable=protected-access
 
 
-def _call_per_trajectory(rlds_data, observer, policy_info_fn) -> int:
+def _call_per_trajectory(rlds_data, observer, policy_info_fn, strict) -> int:
   """Any other observer: checked like TF-Agents does, then called per step."""
-  step_spec = specs.steps_spec(rlds_data)
+  step_spec = specs.steps_spec(rlds_data, strict)
   if hasattr(observer, 'get_table_signature'):
     specs.check_table_signature(
         observer.get_table_signature(),
         specs.trajectory_spec(step_spec, policy_info_fn))
   count = 0
-  for entry in convert.convert_rlds_to_trajectories(rlds_data, policy_info_fn):
+  for entry in convert.convert_rlds_to_trajectories(rlds_data, policy_info_fn,
+                                                    strict=strict):
     observer(entry)
     count += 1
   return count
@@ -218,8 +231,9 @@ def _call_per_trajectory(rlds_data, observer, policy_info_fn) -> int:
 
 def _push(rlds_data, client, address, tables, item_plan, priority,
           policy_info_fn, timeout_s, on_confirmed,
-          chunk_length=None, infos=None) -> PushResult:
-  spec = specs.trajectory_spec(specs.steps_spec(rlds_data), policy_info_fn)
+          chunk_length=None, infos=None, strict=False) -> PushResult:
+  step_format = specs.step_format(rlds_data, strict)
+  spec = specs.trajectory_spec(step_format.spec, policy_info_fn)
   # Checks chunk_length before the server is asked.
   writer = writer_lib.SequenceWriter(
       client, tables, spec, item_plan, priority, address, timeout_s,
@@ -227,11 +241,12 @@ def _push(rlds_data, client, address, tables, item_plan, priority,
   if infos is None:
     infos = _check_tables(client, address, tables,
                           specs.table_signature(spec), timeout_s)
-  blocks = convert.trajectory_blocks(rlds_data, policy_info_fn)
+  blocks = convert.trajectory_blocks(rlds_data, policy_info_fn, strict)
   episode_items = (item_plan if isinstance(item_plan, items_lib.EpisodeItems)
                    else None)
-  return _write_blocks(blocks, _trajectory_of, writer, episode_items, infos,
-                       address)
+  result = _write_blocks(blocks, _trajectory_of, writer, episode_items, infos,
+                         address)
+  return dataclasses.replace(result, notes=tuple(step_format.notes()))
 
 
 def check_tables(server: server_lib.ServerLike, tables: Sequence[str],
@@ -319,7 +334,7 @@ def _write_blocks(blocks, rows_of_block, writer, episode_items, infos,
       e.add_note(f'Rate limiters there that block inserts until something '
                  f'samples: {", ".join(blocking)}.')
     raise
-  except (tf.errors.OpError, ValueError) as e:
+  except (tf.errors.OpError, ValueError, KeyboardInterrupt) as e:
     _note_written(e, writer, tables, address)
     raise
   finally:
@@ -333,14 +348,16 @@ def _note_written(error: Exception, writer, tables, address) -> None:
   from rlds_reverb import wording  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   where = (f'{wording.noun(len(tables), "table")} {", ".join(tables)} at '
            f'{address}')
+  before = ('the interruption' if isinstance(error, KeyboardInterrupt)
+            else 'this error')
   try:
     progress = writer.confirm()
     error.add_note(
-        'Written and confirmed before this error: '
+        f'Written and confirmed before {before}: '
         f'{wording.count(progress.confirmed_episodes, "episode")} '
         f'({wording.count(progress.confirmed_items, "item")}) to {where}.')
   except Exception as flush_error:  # pylint: disable=broad-except
     error.add_note(
-        'Written before this error: '
+        f'Written before {before}: '
         f'{wording.count(writer.progress.episodes, "episode")} to {where}; '
         f'confirming failed: {flush_error}')

@@ -84,13 +84,13 @@ class SequenceWriter:
                chunk_length: chunks.ChunkLength = None,
                on_confirmed: Optional[Callable[[Progress], None]] = None):
     self._columns = columns_lib.columns_of(spec_structure)
-    self._tables = list(tables)
+    self._tables = items_lib.table_names(tables)
     self._address = address
     self._timeout_s = timeout_s
     self._on_confirmed = on_confirmed
     self._client = client
     self._plan = item_plan
-    self._priority = float(priority)
+    self._priority = items_lib.check_priority(priority)
     self._stride = item_plan.stride_length
     self._longest = chunks.max_chunk_length(len(self._tables), self._stride)
     chunks.check_option(chunk_length, self._columns, self._longest)
@@ -195,23 +195,27 @@ class SequenceWriter:
     items_per_row = np.zeros(num_rows, np.int64)
     items_per_row[item_ends] = len(self._tables)
     made = np.cumsum(items_per_row)  # Items made by the end of each row.
-    made_before = self.progress.items
     flush_after = self._flush_points(made).tolist()
     ends_item = (items_per_row > 0).tolist()
     append, create = self._writer.append, self._writer.create_item
     squeeze, priority = self._squeeze, self._priority
     window = collections.deque(maxlen=length)  # The last rows' references.
     rows = enumerate(zip(zip(*columns), ends_item, flush_after), start=1)
-    for rows_done, (row, ends, flush) in rows:
-      window.append(append(row))
-      if ends:
-        item = list(zip(*window))
-        for table in self._tables:
-          create(table, priority, item, squeeze)
-      if flush:  # Counted first: a timeout says how many are unconfirmed.
-        self.progress.items = made_before + int(made[rows_done - 1])
-        self._flush_closed_chunks(rows_done)
-    self.progress.items = made_before + int(made[-1])
+    created = 0
+    try:
+      for rows_done, (row, ends, flush) in rows:
+        window.append(append(row))
+        if ends:
+          item = list(zip(*window))
+          for table in self._tables:
+            create(table, priority, item, squeeze)
+            created += 1
+        if flush:  # Counted first: a timeout says how many are unconfirmed.
+          self.progress.items += created
+          created = 0
+          self._flush_closed_chunks(rows_done)
+    finally:  # Counted as made: what `confirm` then says is confirmed.
+      self.progress.items += created
     self._rows_in_chunks += num_rows
 
   def _flush_points(self, made: np.ndarray) -> np.ndarray:
