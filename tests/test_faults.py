@@ -242,10 +242,12 @@ def _wait_for_size(address: str, table: str, size: int, push) -> None:
     time.sleep(POLL_S)
 
 
-def test_ctrl_c_while_a_rate_limiter_blocks_ends_the_push(dirs):
-  """SIGINT ends a push waiting for a full queue at once, not at --timeout."""
+@pytest.mark.parametrize('data', ['clean', 'long'])
+def test_ctrl_c_while_a_rate_limiter_blocks_ends_the_push(dirs, data):
+  """SIGINT ends a push waiting for a full queue at once, not at --timeout:
+  at its end ('clean', confirming) or mid-episode ('long', flushing)."""
   with ServerProcess([{'name': 'queue', 'kind': 'queue', 'size': 3}]) as server:
-    push = _start_push('--dataset', dirs['clean'], '--server', server.address,
+    push = _start_push('--dataset', dirs[data], '--server', server.address,
                        '--table', 'queue', '--timeout', str(3 * HANG_GUARD_S))
     _wait_for_size(server.address, 'queue', 3, push)  # Now it waits.
     push.send_signal(signal.SIGINT)
@@ -255,7 +257,10 @@ def test_ctrl_c_while_a_rate_limiter_blocks_ends_the_push(dirs):
       push.kill()
       raise AssertionError(f'the push ignored SIGINT: {push.communicate()}')
   assert push.returncode == 130, stderr
-  assert len(error_lines(stderr)) == 1, stderr
+  [line] = error_lines(stderr)
+  assert line.startswith('rlds-reverb: error: interrupted'), line
+  assert 'Confirmed before: 0 episodes, 0 items.' in line, line
+  assert 'may or may not be in the table' in line, line
   assert 'Traceback' not in stderr
 
 

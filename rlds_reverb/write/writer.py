@@ -43,6 +43,7 @@ import reverb
 
 from rlds_reverb import wording
 from rlds_reverb.errors import ReverbTimeoutError
+from rlds_reverb.errors import RldsReverbError
 from rlds_reverb.write import chunks
 from rlds_reverb.write import columns as columns_lib
 from rlds_reverb.write import items as items_lib
@@ -130,13 +131,14 @@ class SequenceWriter:
                         self._plan.item_length(num_steps))
     self._episode_done(num_steps, num_rows)
 
-  def confirm(self) -> Progress:
+  def confirm(self, timeout_s: Optional[float] = None) -> Progress:
     """Blocks until the server confirmed every item written so far.
 
-    Ends Reverb's episode: the open chunks are finalized.
+    Ends Reverb's episode: the open chunks are finalized. `timeout_s`
+    (default: the writer's) bounds the wait, e.g. after Ctrl-C.
     """
     if self._writer is not None or self._failure is not None:
-      self._wait(self._end_episode)
+      self._wait(self._end_episode, timeout_s)
     self._unflushed_items = 0
     self._unconfirmed_rows = 0
     self.progress.confirmed_episodes = self.progress.episodes
@@ -159,8 +161,17 @@ class SequenceWriter:
     its destructor, without end, for items it could not deliver.
     """
     writer, self._writer = self._writer, None
-    if writer is not None:
-      writer.close()
+    if writer is None:
+      return
+    writer.close()
+    progress = self.progress
+    if self._failure is None and (
+        progress.items, progress.episodes) != (progress.confirmed_items,
+                                               progress.confirmed_episodes):
+      # `confirm` must not claim them from now on.
+      self._failure = RldsReverbError(
+          f'The writer for {self._where()} was closed before the server '
+          f'confirmed what it wrote. {self._confirmed_text()}')
 
   def _prepare(self, columns: Sequence[np.ndarray], episode: Any) -> None:
     """Checks rows before they are appended; a writer that takes them.
@@ -249,7 +260,7 @@ class SequenceWriter:
     self._writer.end_episode(timeout_ms=timeout_ms)
     self._rows_in_chunks = 0
 
-  def _wait(self, blocking_call) -> None:
+  def _wait(self, blocking_call, timeout_s: Optional[float] = None) -> None:
     """`blocking_call(timeout_ms=...)`; a timeout closes and ends this writer.
 
     It waits in slices of `WAIT_SLICE_MS`: Python runs signal handlers only
@@ -258,7 +269,8 @@ class SequenceWriter:
     """
     if self._failure is not None:
       raise self._failure
-    deadline = time.monotonic() + self._timeout_s
+    timeout_s = self._timeout_s if timeout_s is None else timeout_s
+    deadline = time.monotonic() + timeout_s
     while True:
       left_ms = max(1, int((deadline - time.monotonic()) * 1000))
       try:
@@ -268,27 +280,34 @@ class SequenceWriter:
         if left_ms > WAIT_SLICE_MS:
           continue
         self.stop()
-        self._failure = ReverbTimeoutError(self._timeout_text())
+        self._failure = ReverbTimeoutError(self._timeout_text(timeout_s))
         raise self._failure from e
 
-  def _timeout_text(self) -> str:
+  def _timeout_text(self, timeout_s: float) -> str:
+    return (f'Reverb server at {self._address} did not confirm items for '
+            f'{self._where(with_address=False)} within {timeout_s:g} s: the '
+            f'server is down or unreachable, or a rate limiter there blocks '
+            f'inserts. {self._confirmed_text()}')
+
+  def _where(self, with_address: bool = True) -> str:
+    names = ', '.join(repr(t) for t in self._tables)
+    where = f'{wording.noun(len(self._tables), "table")} {names}'
+    return f'{where} at {self._address}' if with_address else where
+
+  def _confirmed_text(self) -> str:
     """What was confirmed, and what may or may not be in the tables."""
     progress = self.progress
-    tables = wording.noun(len(self._tables), 'table')
-    names = ', '.join(repr(t) for t in self._tables)
-    text = (
-        f'Reverb server at {self._address} did not confirm items for {tables} '
-        f'{names} within {self._timeout_s:g} s: the server is down or '
-        f'unreachable, or a rate limiter there blocks inserts. Confirmed '
-        f'before: {wording.count(progress.confirmed_episodes, "episode")}, '
-        f'{wording.count(progress.confirmed_items, "item")}.')
+    text = (f'Confirmed before: '
+            f'{wording.count(progress.confirmed_episodes, "episode")}, '
+            f'{wording.count(progress.confirmed_items, "item")}.')
     unconfirmed = progress.items - progress.confirmed_items
     if unconfirmed:
       text += (
           f' The {wording.count(unconfirmed, "item")} written after those '
           f'{wording.noun(unconfirmed, "was", "were")} not confirmed and may '
-          f'or may not be in the {tables}: the writer was closed, and the '
-          f'server may still insert those it had received.')
+          f'or may not be in the '
+          f'{wording.noun(len(self._tables), "table")}: the writer was '
+          f'closed, and the server may still insert those it had received.')
     return text
 
 
