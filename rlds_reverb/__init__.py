@@ -13,6 +13,7 @@ nor Beam, so the command line can silence TensorFlow before it starts.
 import importlib
 from typing import Any, List
 
+from rlds_reverb.errors import AddressError
 from rlds_reverb.errors import ColumnMismatchError
 from rlds_reverb.errors import DataReadError
 from rlds_reverb.errors import DatasetNotPreparedError
@@ -50,6 +51,7 @@ _LAZY = {
     'push_shards': 'rlds_reverb.parallel',
     'mixed_replay': 'rlds_reverb.mixed',
     'mixed_replay_tables': 'rlds_reverb.mixed',
+    'check_port_free': 'rlds_reverb.addresses',
 }
 
 __all__ = [
@@ -72,6 +74,7 @@ __all__ = [
     'push_shards',
     'mixed_replay',
     'mixed_replay_tables',
+    'check_port_free',
     'RldsReverbError',
     'StepSpecError',
     'SignatureMismatchError',
@@ -87,6 +90,7 @@ __all__ = [
     'ResumeStateError',
     'PipelineFailedError',
     'MixedReplayError',
+    'AddressError',
 ]
 
 

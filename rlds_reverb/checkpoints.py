@@ -25,6 +25,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 import zlib
 
 DONE = 'DONE'
+_CHUNKS = 'chunks.tfrecord'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,16 +100,21 @@ _SCHEMA_FIELDS = {
 }
 
 
-def chunk_lengths(checkpoint: str) -> Dict[str, List[Counter]]:
+def chunk_lengths(path: str) -> Dict[str, List[Counter]]:
   """Per table, per item column: a Counter of the lengths of its chunks.
 
-  `checkpoint` is one checkpoint's directory (`Checkpoints.path(newest)`).
-  A chunk's length is the number of steps it holds; each chunk counts once
-  per table.
+  `path` is one checkpoint's directory, or the directory Reverb checkpoints
+  into (`serve --checkpoint-dir`, `DefaultCheckpointer(path)`): then its
+  newest complete checkpoint, the one Reverb would load, is read. A chunk's
+  length is the number of steps it holds; each chunk counts once per table.
+
+  Raises:
+    FileNotFoundError: `path` is neither, naming what it holds instead.
   """
+  checkpoint = checkpoint_path(path)
   classes = _schema_classes()
   chunks = {}
-  for record in read_records(os.path.join(checkpoint, 'chunks.tfrecord')):
+  for record in read_records(os.path.join(checkpoint, _CHUNKS)):
     chunk = classes['ChunkData'].FromString(record)
     chunks[chunk.chunk_key] = chunk.sequence_range.end - chunk.sequence_range.start + 1
   result: Dict[str, List[Counter]] = {}
@@ -125,16 +131,53 @@ def chunk_lengths(checkpoint: str) -> Dict[str, List[Counter]]:
   return result
 
 
+def checkpoint_path(path: str) -> str:
+  """`path` if it is one checkpoint, else its newest complete checkpoint."""
+  if os.path.isfile(os.path.join(path, _CHUNKS)):
+    return path
+  found = find(path)
+  if found.newest:
+    return found.path(found.newest)
+  if not os.path.isdir(path):
+    raise FileNotFoundError(f'No Reverb checkpoint at {path}: no such '
+                            'directory')
+  raise FileNotFoundError(
+      f'No Reverb checkpoint at {path}: it holds no {_CHUNKS}, and no '
+      f'checkpoint directory with a {DONE} file'
+      f'{_listed(found.incomplete)}')
+
+
+def _listed(names: Tuple[str, ...], most: int = 3) -> str:
+  """' (among a, b, c and 2 more)' for messages; '' for none."""
+  if not names:
+    return ''
+  more = f' and {len(names) - most} more' if len(names) > most else ''
+  return f' (among {", ".join(names[:most])}{more})'
+
+
 def read_records(path: str) -> Iterator[bytes]:
-  """The records of a zlib-compressed TFRecord file (CRCs not checked)."""
+  """The records of a zlib-compressed TFRecord file (CRCs not checked).
+
+  Raises:
+    ValueError: the file is cut short or not zlib (a checkpoint being
+      written, or damaged), naming it.
+  """
   with open(path, 'rb') as f:
-    data = zlib.decompress(f.read())
+    try:
+      data = zlib.decompress(f.read())
+    except zlib.error as e:
+      raise ValueError(f'{path} is not a complete zlib-compressed TFRecord '
+                       f'file ({e})') from e
   position = 0
   while position < len(data):
-    (length,) = struct.unpack_from('<Q', data, position)
     start = position + 12  # length, its CRC
+    length = (struct.unpack_from('<Q', data, position)[0]
+              if start <= len(data) else 0)
+    if start + length + 4 > len(data):  # data, its CRC
+      raise ValueError(f'{path} ends inside a record: the one at byte '
+                       f'{position} of {len(data)} (decompressed)')
     yield data[start:start + length]
-    position = start + length + 4  # data, its CRC
+    position = start + length + 4
 
 
 def _schema_classes():

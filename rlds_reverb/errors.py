@@ -68,3 +68,11 @@ class PipelineFailedError(RldsReverbError):
 
 class MixedReplayError(RldsReverbError, ValueError):
   """A mixed replay cannot be built: bad fraction, tables that do not fit."""
+
+
+class AddressError(RldsReverbError, ValueError):
+  """A server address or port that cannot be used; raised before any work.
+
+  Not HOST:PORT, a port outside 1..65535, or a port that another server
+  already listens on.
+  """

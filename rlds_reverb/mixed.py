@@ -84,7 +84,8 @@ def mixed_replay(offline: ReplayLike, online: ReplayLike,
       same text while iterating), a batch size below 1, a replay that is
       neither a buffer nor `(address, table)`, an unsigned table, tables
       whose data specs differ, an offline table that removes sampled items.
-    ServerUnavailableError, TableNotFoundError: for `(address, table)`.
+    AddressError, ServerUnavailableError, TableNotFoundError: for
+      `(address, table)`.
   """
   schedule = as_schedule(offline_fraction)
   if not isinstance(sample_batch_size, int) or sample_batch_size < 1:
@@ -217,8 +218,8 @@ def is_address_and_table(replay) -> bool:
 def table_info(replay: Tuple[str, str], timeout: float):
   """The table's `TableInfo`; it must exist and carry a signature."""
   address, table = replay
-  info = server_lib.table_infos(reverb.Client(address), address, [table],
-                                timeout)[table]
+  client, _ = server_lib.connect(address)
+  info = server_lib.table_infos(client, address, [table], timeout)[table]
   if info.signature is None:
     raise MixedReplayError(
         f'Table {table!r} at {address} has no signature, so its data spec is '

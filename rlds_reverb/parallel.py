@@ -29,10 +29,13 @@ import signal
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
+from rlds_reverb import addresses
 from rlds_reverb import resume as resume_lib
 from rlds_reverb import wording
 from rlds_reverb.errors import ShardsFailedError
 
+# `push`'s default; the parent imports no TensorFlow to read it.
+DEFAULT_TIMEOUT_S = 30.0
 # The counts of a `PushResult` that add up over shards.
 SUMMED = ('episodes', 'trajectories', 'items', 'skipped_episodes',
           'skipped_trajectories', 'resumed_after_episodes')
@@ -77,6 +80,8 @@ def push_shards(dataset: Union[str, Sequence[str]],
     name their shard.
 
   Raises:
+    AddressError, ServerUnavailableError: a server address is not HOST:PORT,
+      or nothing listens there; before any process starts.
     ShardsFailedError: some shard failed; names each, with its error, and
       what the others confirmed. The others ran to their end.
   """
@@ -117,6 +122,7 @@ def run_shards(dataset, server, tables, *, workers: int, split: str = 'train',
   if workers < 1:
     raise ValueError(f'workers must be >= 1, got {workers}.')
   servers = [server] if isinstance(server, str) else list(server)
+  check_servers(servers, push_options.get('timeout', DEFAULT_TIMEOUT_S))
   context = multiprocessing.get_context('spawn')
   with concurrent.futures.ProcessPoolExecutor(workers,
                                               mp_context=context) as pool:
@@ -132,6 +138,23 @@ def run_shards(dataset, server, tables, *, workers: int, split: str = 'train',
       _interrupt(pool)  # A terminal's Ctrl-C reached them; `kill` may not.
       concurrent.futures.wait(futures)  # Each confirms and says so.
     return [future.result() for future in futures]
+
+
+def check_servers(servers: Sequence[str], timeout_s: float) -> None:
+  """Every address is HOST:PORT and something listens there: before spawning.
+
+  A worker would find out too, after starting TensorFlow and reading its
+  shard ahead; here it costs a TCP connect per server.
+
+  Raises:
+    AddressError, ServerUnavailableError: as `addresses.check_reachable`.
+  """
+  if not servers:
+    raise ValueError('push_shards needs at least one server.')
+  for address in servers:
+    addresses.parse(address)
+  for address in dict.fromkeys(servers):
+    addresses.check_reachable(address, timeout_s)
 
 
 def _interrupt(pool: concurrent.futures.ProcessPoolExecutor) -> None:

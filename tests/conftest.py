@@ -1,6 +1,7 @@
 """Shared fixtures: quiet TensorFlow, real Reverb servers, RLDS datasets."""
 
 import os
+import socket
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
@@ -23,6 +24,40 @@ def make_server():
   yield start
   for server in servers:
     server.stop()
+
+
+@pytest.fixture
+def silent_address():
+  """'localhost:PORT' of a host that takes connections and never answers.
+
+  The kernel accepts TCP connections into the listening socket's backlog;
+  nothing reads them, so gRPC waits for its deadline, as for a host that
+  drops packets, on any network.
+  """
+  with socket.socket() as listener:
+    listener.bind(('127.0.0.1', 0))
+    listener.listen(64)
+    yield f'127.0.0.1:{listener.getsockname()[1]}'
+
+
+@pytest.fixture
+def blackholed_address():
+  """'127.0.0.1:PORT' where a TCP connect gets no answer, as from a host that
+  drops packets: a listening socket whose accept queue (of 1) is full; the
+  kernel drops further SYNs."""
+  with socket.socket() as listener, socket.socket() as first:
+    listener.bind(('127.0.0.1', 0))
+    listener.listen(0)
+    first.connect(listener.getsockname())
+    yield f'127.0.0.1:{listener.getsockname()[1]}'
+
+
+@pytest.fixture
+def refused_address():
+  """'localhost:PORT' of a port bound but not listening: connect is refused."""
+  with socket.socket(socket.AF_INET6) as bound:
+    bound.bind(('::', 0))
+    yield f'localhost:{bound.getsockname()[1]}'
 
 
 __all__ = ['rlds_data', 'reverb_tables']

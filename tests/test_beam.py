@@ -235,18 +235,39 @@ def test_episode_i_goes_to_server_i_mod_s(dirs, server):
 
 
 @pytest.mark.parametrize('target, table, error', [
-    ('localhost:1', 'a', 'ServerUnavailableError: No Reverb server answered '
-                         'at localhost:1 within 1 s'),
+    ('silent', 'a', 'ServerUnavailableError: No Reverb server answered '
+                    'at {target} within 1 s'),
     (None, 'missing', "TableNotFoundError: Reverb server at {address} has no "
                       "table 'missing'"),
     (None, 'cartpole', 'SignatureMismatchError: Replay buffer table signature '
                        'spec should match RLDS data spec.'),
 ])
-def test_setup_checks_server_tables_and_signatures(dirs, address, target,
+def test_setup_checks_server_tables_and_signatures(dirs, address,
+                                                   silent_address, target,
                                                    table, error):
+  target = silent_address if target == 'silent' else address
   with pytest.raises(rlds_reverb.PipelineFailedError) as raised:
-    rlds_beam.push(dirs['data'], target or address, table, timeout=1)
-  assert error.format(address=address) in str(raised.value)
+    rlds_beam.push(dirs['data'], target, table, timeout=1)
+  assert error.format(address=address, target=target) in str(raised.value)
+  assert reverb_tables.table_size(reverb.Client(address), 'a') == 0
+
+
+def test_servers_are_checked_before_the_pipeline(dirs, address,
+                                                 refused_address):
+  """Malformed: on any runner. Refused: on a local runner, at once."""
+  with pytest.raises(rlds_reverb.AddressError,
+                     match="server address 'localhost' is not HOST:PORT"):
+    rlds_beam.push(dirs['data'], [address, 'localhost'], 'a',
+                   runner='DataflowRunner')
+  with pytest.raises(rlds_reverb.AddressError,
+                     match="server address '18231' is not HOST:PORT"):
+    rlds_beam.WriteToReverb('18231', 'a')
+  with pytest.raises(rlds_reverb.ServerUnavailableError) as refused:
+    rlds_beam.push(dirs['data'], [address, refused_address], 'a',
+                   timeout=3600)
+  assert str(refused.value) == (
+      f'No Reverb server at {refused_address}: the connection was refused '
+      '(nothing listens on that port).')
   assert reverb_tables.table_size(reverb.Client(address), 'a') == 0
 
 

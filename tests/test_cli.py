@@ -261,13 +261,13 @@ class TestPush:
     assert pushed.stdout.startswith('pushed 1 episode, 2 steps, 1 item in ')
     assert pushed.stdout.endswith('; skipped 0 episodes\n')
 
-  def test_dead_server_fails_in_one_line(self, dirs):
+  def test_dead_server_fails_in_one_line(self, dirs, silent_address):
     result = run_cli('push', '--dataset', dirs['clean'], '--server',
-                     'localhost:1', '--table', 'a', '--timeout', '1')
+                     silent_address, '--table', 'a', '--timeout', '1')
     assert result.returncode == 1
     assert 'Traceback' not in result.stderr
     [line] = error_lines(result.stderr)
-    assert 'No Reverb server answered at localhost:1' in line
+    assert f'No Reverb server answered at {silent_address} within 1 s' in line
 
 
 def test_serve_push_and_stop(dirs, tmp_path):

@@ -12,6 +12,8 @@ import pytest
 
 from rlds_reverb import cli
 from tests.test_cli import HANG_GUARD_S
+from tests.test_cli import error_lines
+from tests.test_cli import run_cli
 
 PUSH = ['push', '--dataset', 'bundled:cartpole', '--table', 'replay']
 
@@ -89,3 +91,46 @@ def test_beam_is_imported_only_for_runner_and_its_absence_is_one_line():
   assert result.stderr.splitlines()[-1] == (
       'rlds-reverb: error: --runner needs Apache Beam, which is not '
       'installed: pip install "rlds_reverb[beam]"')
+
+
+# --- Server addresses: a malformed one is a usage error, a refused one fails
+# at once, before any data is read, worker spawned or pipeline built. --------
+
+MALFORMED_SERVERS = {
+    '18231': 'no port',
+    'localhost': 'no port',
+    'http://localhost:18231': 'drop the scheme (Reverb speaks gRPC, not HTTP)',
+    'localhost:99999': "the port must be a number from 1 to 65535, got '99999'",
+    '::1:8000': 'write an IPv6 host in brackets',
+}
+
+
+@pytest.mark.parametrize('server', MALFORMED_SERVERS)
+def test_malformed_server_is_a_usage_error(server):
+  result = run_cli(*PUSH, '--server', server, '--timeout', '3600')
+  assert result.returncode == 2
+  assert result.stderr.splitlines()[-1] == (
+      f'rlds-reverb push: error: argument --server: address {server!r} is '
+      f'not HOST:PORT: {MALFORMED_SERVERS[server]}; expected e.g. '
+      'localhost:8000 or [::1]:8000')
+  assert 'Traceback' not in result.stderr
+
+
+REFUSED_RUNS = {
+    'one_push': [],
+    'workers': ['--workers', '2'],
+    'runner': ['--runner', 'DirectRunner'],
+}
+
+
+@pytest.mark.parametrize('extra', REFUSED_RUNS.values(),
+                         ids=REFUSED_RUNS.keys())
+def test_refused_server_fails_at_once(extra, refused_address):
+  """Not after --timeout (an hour here): nothing listens, that is certain."""
+  result = run_cli(*PUSH, '--server', refused_address, '--timeout', '3600',
+                   *extra)
+  assert result.returncode == 1, result.stderr
+  assert error_lines(result.stderr) == [
+      f'rlds-reverb: error: No Reverb server at {refused_address}: the '
+      'connection was refused (nothing listens on that port).']
+  assert 'Traceback' not in result.stderr

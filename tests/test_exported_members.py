@@ -32,6 +32,7 @@ EXPORTED = [
     'push_shards',
     'mixed_replay',
     'mixed_replay_tables',
+    'check_port_free',
     'RldsReverbError',
     'StepSpecError',
     'SignatureMismatchError',
@@ -47,6 +48,7 @@ EXPORTED = [
     'ResumeStateError',
     'PipelineFailedError',
     'MixedReplayError',
+    'AddressError',
 ]
 
 DROP_INS = ['get_rlds_step_features', 'create_trajectory_data_spec',
@@ -57,7 +59,7 @@ ERRORS = ['RldsReverbError', 'StepSpecError', 'SignatureMismatchError',
           'ReverbTimeoutError', 'ServerUnavailableError', 'TableNotFoundError',
           'SourceError', 'DatasetNotPreparedError', 'ShardsFailedError',
           'MalformedEpisodeError', 'DataReadError', 'ResumeStateError',
-          'PipelineFailedError', 'MixedReplayError']
+          'PipelineFailedError', 'MixedReplayError', 'AddressError']
 
 
 def test_all_is_pinned():

@@ -62,13 +62,18 @@ def _wait_for_confirmed(state_path: pathlib.Path, push) -> dict:
   raise AssertionError('no confirmed progress within the hang guard')
 
 
-def test_unreachable_server_fails_within_timeout_naming_it(dirs):
-  """A blackholed address (no refusal, no answer): fails after --timeout."""
+def test_unreachable_server_fails_within_timeout_naming_it(dirs,
+                                                          silent_address):
+  """A host that takes connections and never answers: fails after --timeout.
+
+  (Not 10.255.255.1: some networks answer for every address, through a
+  transparent proxy, which gRPC then hears as an HTTP 404.)
+  """
   result = run_cli('push', '--dataset', dirs['clean'], '--server',
-                   '10.255.255.1:8000', '--table', 'replay', '--timeout', '2')
+                   silent_address, '--table', 'replay', '--timeout', '2')
   assert result.returncode == 1
   [line] = error_lines(result.stderr)
-  assert 'No Reverb server answered at 10.255.255.1:8000 within 2 s' in line
+  assert f'No Reverb server answered at {silent_address} within 2 s' in line
 
 
 def test_server_killed_mid_push_fails_naming_confirmed_episodes(dirs, tmp_path):
@@ -185,6 +190,78 @@ def test_blocking_rate_limiter_warns_then_fails_after_timeout(
   assert f"table '{table}' ({limiter})" in line
   info = reverb.Client(limited_server.address).server_info(timeout=10)
   assert info[table].current_size == headroom
+
+
+# A limiter that blocks before `max_size` keeps the table from filling up:
+# only the blocking warning (a Queue(3) of max_size 3 evicts nothing). One
+# that blocks after it: both, and it evicts only what goes in before it blocks.
+CAPACITY_CASES = {
+    # table: (config, warnings, size after the push, first item held)
+    'queue': ({'kind': 'queue', 'size': 3},
+              ["table 'queue' has rate limiter Queue(3), which blocks inserts "
+               'after 3 more items until something samples; this push writes '
+               '6, and fails after the timeout if nothing samples.'], 3, 0),
+    'ratio': ({'kind': 'ratio', 'samples_per_insert': 1.0, 'min_size': 1,
+               'error_buffer': 3.0, 'max_size': 2},
+              ["table 'ratio' holds at most 2 items and has 0; this push "
+               'writes 6, so Reverb will silently remove 2 of the oldest '
+               'before its rate limiter blocks.',
+               "table 'ratio' has rate limiter SampleToInsertRatio("
+               'samples_per_insert=1, min_size_to_sample=1, min_diff=-2, '
+               'max_diff=4), which blocks inserts after 4 more items until '
+               'something samples; this push writes 6, and fails after the '
+               'timeout if nothing samples.'], 2, 2),
+}
+
+
+@pytest.mark.parametrize('table', CAPACITY_CASES)
+def test_capacity_warnings_say_what_the_table_does(dirs, table):
+  config, warnings, size, first = CAPACITY_CASES[table]
+  with ServerProcess([{'name': table, **config}]) as server:
+    result = run_cli('push', '--dataset', dirs['clean'], '--server',
+                     server.address, '--table', table, '--timeout', '2')
+    client = reverb.Client(server.address)
+    assert reverb_tables.table_size(client, table) == size
+    sample = next(client.sample(table, emit_timesteps=False))
+  assert result.returncode == 1
+  assert [line[len('rlds-reverb: warning: '):]
+          for line in result.stderr.splitlines()
+          if line.startswith('rlds-reverb: warning: ')] == warnings
+  pairs = [np.stack([e['observation'][i], e['observation'][i + 1]])
+           for e in CLEAN for i in range(len(e['reward']) - 1)]
+  np.testing.assert_array_equal(sample.data[1], pairs[first])  # The oldest.
+
+
+def _wait_for_size(address: str, table: str, size: int, push) -> None:
+  """Returns once `table` holds `size` items; fails if the push ends first."""
+  client = reverb.Client(address)
+  deadline = time.monotonic() + HANG_GUARD_S
+  while reverb_tables.table_size(client, table) < size:
+    assert push.poll() is None, push.communicate()
+    assert time.monotonic() < deadline, 'the table never filled up'
+    time.sleep(POLL_S)
+
+
+@pytest.mark.parametrize('data', ['clean', 'long'])
+def test_ctrl_c_while_a_rate_limiter_blocks_ends_the_push(dirs, data):
+  """SIGINT ends a push waiting for a full queue at once, not at --timeout:
+  at its end ('clean', confirming) or mid-episode ('long', flushing)."""
+  with ServerProcess([{'name': 'queue', 'kind': 'queue', 'size': 3}]) as server:
+    push = _start_push('--dataset', dirs[data], '--server', server.address,
+                       '--table', 'queue', '--timeout', str(3 * HANG_GUARD_S))
+    _wait_for_size(server.address, 'queue', 3, push)  # Now it waits.
+    push.send_signal(signal.SIGINT)
+    try:
+      _, stderr = push.communicate(timeout=HANG_GUARD_S)
+    except subprocess.TimeoutExpired:
+      push.kill()
+      raise AssertionError(f'the push ignored SIGINT: {push.communicate()}')
+  assert push.returncode == 130, stderr
+  [line] = error_lines(stderr)
+  assert line.startswith('rlds-reverb: error: interrupted'), line
+  assert 'Confirmed before: 0 episodes, 0 items.' in line, line
+  assert 'may or may not be in the table' in line, line
+  assert 'Traceback' not in stderr
 
 
 def corrupt_second_record(version_dir: str) -> None:

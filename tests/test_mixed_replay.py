@@ -8,6 +8,7 @@ traced to the step it was written from and compared with it.
 """
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -345,15 +346,33 @@ def test_unknown_table(replay):
       "are ['consumed', 'offline', 'online', 'unsigned', 'wide'].")
 
 
-def test_no_server_answers(make_server):
+def test_no_server_answers(silent_address):
+  with pytest.raises(rlds_reverb.ServerUnavailableError,
+                     match=f'No Reverb server answered at {silent_address} '
+                           'within 1 s'):
+    rlds_reverb.mixed_replay((silent_address, 'offline'),
+                             (silent_address, 'online'), 0.5, 4, timeout=1)
+
+
+def test_stopped_server_is_refused_at_once(make_server):
   server = make_server([reverb_tables.fifo_table('t')])
   address = reverb_tables.address(server)
   server.stop()
+  start = time.monotonic()
   with pytest.raises(rlds_reverb.ServerUnavailableError,
-                     match=f'No Reverb server answered at {address} within '
-                           '1 s'):
+                     match=f'No Reverb server at {address}: the connection '
+                           'was refused'):
     rlds_reverb.mixed_replay((address, 'offline'), (address, 'online'), 0.5,
-                             4, timeout=1)
+                             4, timeout=3600)
+  assert time.monotonic() - start < 60  # Not the hour of its timeout.
+
+
+def test_malformed_address(replay):
+  with pytest.raises(rlds_reverb.AddressError,
+                     match="server address 'localhost' is not HOST:PORT: no "
+                           'port'):
+    rlds_reverb.mixed_replay(('localhost', 'offline'),
+                             replay.buffer('online'), 0.5, 4)
 
 
 def test_unsigned_table(replay):

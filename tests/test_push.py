@@ -14,6 +14,7 @@ runs once per dataset.
 
 import json
 import pathlib
+import re
 import subprocess
 import sys
 import time
@@ -491,9 +492,10 @@ def test_long_push_is_confirmed_on_return(make_server):
 # --- 6. Never hang: timeouts and unreachable servers. ------------------------
 
 # A push into a table whose rate limiter blocks inserts, run in a child
-# process: after the error, the push's abandoned writer is garbage-collected
-# and the server stopped, under a watchdog, so that a hang there cannot hang
-# this test run. The child prints a JSON report, then 'released', 'stopped'.
+# process: after the error, the error is released and the server stopped,
+# under a watchdog, and then the child must exit: a Reverb writer left open
+# would wait for its items without end at interpreter exit. The child prints
+# a JSON report, then 'released', 'stopped'.
 BLOCKED_PUSH_SCRIPT = r"""
 import faulthandler, gc, json, os, sys, time
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
@@ -526,7 +528,7 @@ except Exception as error:  # pylint: disable=broad-except
 report['seconds'] = time.monotonic() - start
 print(json.dumps(report), flush=True)
 faulthandler.dump_traceback_later(%(watchdog_s)d, exit=True)
-del kept_error  # With it, the push's writer and its unconfirmed items.
+del kept_error  # With it, the push's writer.
 gc.collect()
 print('released', flush=True)
 server.stop()
@@ -536,39 +538,46 @@ print('stopped', flush=True)
 BLOCKING_TABLES = ('sample_to_insert_ratio', 'full_queue')
 
 
+def run_child(script: str, *args: str):
+  """(exit code, stdout lines, stderr) of `python -c script args`; exit code
+  None if it did not exit within 2 * HANG_GUARD_S (then it is killed)."""
+  root = pathlib.Path(__file__).resolve().parents[1]
+  child = subprocess.Popen([sys.executable, '-c', script, *args], cwd=root,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+  def result():
+    try:
+      out, err = child.communicate(timeout=2 * HANG_GUARD_S)
+    except subprocess.TimeoutExpired:
+      child.kill()
+      out, err = child.communicate()
+      return None, out.splitlines(), err
+    return child.returncode, out.splitlines(), err
+  return result
+
+
 @pytest.fixture(scope='module')
 def blocked_push():
-  """kind -> (report, lines after it, stderr) of the child; both run at once."""
-  root = pathlib.Path(__file__).resolve().parents[1]
-  children = {kind: subprocess.Popen(
-      [sys.executable, '-c', BLOCKED_PUSH_SCRIPT, kind], cwd=root,
-      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  """kind -> (report, lines after it, stderr, exit code); all run at once."""
+  children = {kind: run_child(BLOCKED_PUSH_SCRIPT, kind)
               for kind in BLOCKING_TABLES}
   results = {}
 
   def result(kind):
     if kind not in results:
-      child = children[kind]
-      try:
-        out, err = child.communicate(timeout=2 * HANG_GUARD_S)
-      except subprocess.TimeoutExpired:
-        child.kill()
-        out, err = child.communicate()
-      lines = out.splitlines()
+      code, lines, err = children[kind]()
       assert lines, f'the child wrote no report; its stderr:\n{err[-3000:]}'
-      results[kind] = (json.loads(lines[0]), lines[1:], err)
+      results[kind] = (json.loads(lines[0]), lines[1:], err, code)
     return results[kind]
 
   yield result
-  for child in children.values():
-    if child.poll() is None:
-      child.kill()
-      child.wait()
+  for kind in BLOCKING_TABLES:
+    result(kind)
 
 
 @pytest.mark.parametrize('kind', BLOCKING_TABLES)
 def test_blocking_rate_limiter_times_out(blocked_push, kind):
-  report, _, _ = blocked_push(kind)
+  report, _, _, _ = blocked_push(kind)
   assert report['raised'] == 'ReverbTimeoutError'
   assert report['seconds'] < HANG_GUARD_S
   assert "'blocked'" in report['message']
@@ -580,68 +589,85 @@ def test_blocking_rate_limiter_times_out(blocked_push, kind):
 
 @pytest.mark.parametrize('kind', BLOCKING_TABLES)
 def test_writer_left_by_timeout_does_not_hang(blocked_push, kind):
-  """Releasing a ReverbTimeoutError (leaving `except`) and stopping return."""
-  _, after, stderr = blocked_push(kind)
-  assert after == ['released', 'stopped'], (
-      f'after the timeout, releasing the error or stopping the server did not '
-      f'return within '
-      f'20 s; the child\'s stack:\n{stderr[-3000:]}')
+  """Releasing the error, stopping the server and exiting all return."""
+  _, after, stderr, code = blocked_push(kind)
+  assert (after, code) == (['released', 'stopped'], 0), (
+      f'after the timeout, releasing the error, stopping the server or '
+      f"exiting did not return; the child's stack:\n{stderr[-3000:]}")
 
 
-# A push into a full queue times out; then a consumer samples the queue. The
-# items the push's writer held when it was given up arrive after all, in order,
-# and the writer is released once it has delivered them.
-QUEUE_DRAINED_SCRIPT = r"""
-import faulthandler, json, os, re
+# The issue's script: the bundled data into a queue that fills up, the
+# timeout caught; with or without `server.stop()`, the script must exit.
+# Sized 5000, the queue takes the first confirmation (4,096 rows and more),
+# not the second. The queue's items are read back, oldest first.
+TIMED_OUT_SCRIPT = r"""
+import json, os, sys
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 import numpy as np
 import reverb
 import rlds_reverb
-from rlds_reverb.write import writer
-from tests import rlds_data, reverb_tables
+from tests import reverb_tables
 
-faulthandler.dump_traceback_later(%(watchdog_s)d, exit=True)
-server = reverb_tables.start_server([reverb.Table.queue('q', max_size=5)])
-client = reverb.Client(reverb_tables.address(server))
-data = rlds_data.as_rlds([rlds_data.flat_episode(%(steps)d, seed=0)])
+size, stop = int(sys.argv[1]), sys.argv[2] == 'stop'
+server = reverb.Server([reverb.Table.queue('q', max_size=size)])
+client = reverb.Client(f'localhost:{server.port}')
 try:
-  rlds_reverb.push(data, client, 'q', sequence_length=2, timeout=1)
+  rlds_reverb.push(rlds_reverb.load('bundled:cartpole'), client, 'q', timeout=5)
   raise SystemExit('the push into a full queue did not time out')
 except rlds_reverb.ReverbTimeoutError as error:
-  confirmed = int(re.search(r'(\d+) items', str(error))[1])
-held_after_timeout = writer.release_delivered_writers()
-
-def take(count):
-  return [np.asarray(sample.data[4]).tolist() for sample in client.sample(
-      'q', num_samples=count, emit_timesteps=False)]
-
-rewards = []
-while writer.release_delivered_writers():
-  rewards += take(1)  # Waits for the next item the writer still holds.
-rewards += take(reverb_tables.table_size(client, 'q'))
-print(json.dumps({'confirmed': confirmed, 'rewards': rewards,
-                  'held_after_timeout': held_after_timeout}), flush=True)
-server.stop()
-print('stopped', flush=True)
+  message = str(error)
+held = reverb_tables.table_size(client, 'q')
+observations = [np.asarray(sample.data[1]).tolist() for sample in
+                client.sample('q', num_samples=held, emit_timesteps=False)]
+print(json.dumps({'message': message, 'observations': observations}),
+      flush=True)
+if stop:
+  server.stop()
 """
 
+TIMED_OUT_CASES = [(100, 'no_stop'), (100, 'stop'), (5000, 'stop')]
 
-def test_items_held_at_a_timeout_arrive_later_and_free_the_writer():
-  steps = 100
-  root = pathlib.Path(__file__).resolve().parents[1]
-  child = subprocess.run(
-      [sys.executable, '-c', QUEUE_DRAINED_SCRIPT % {
-          'watchdog_s': HANG_GUARD_S, 'steps': steps}],
-      cwd=root, capture_output=True, text=True, timeout=2 * HANG_GUARD_S)
-  lines = child.stdout.splitlines()
-  assert lines[1:] == ['stopped'], child.stderr[-3000:]
-  report = json.loads(lines[0])
-  assert report['held_after_timeout'] == 1
-  rewards = rlds_data.flat_episode(steps, seed=0)['reward']
-  expected = [rewards[end - 2:end].tolist() for end in range(2, steps + 1)]
-  got = report['rewards']
-  assert got == expected[:len(got)]  # In order, none lost.
-  assert report['confirmed'] < len(got) <= report['confirmed'] + 49
+
+@pytest.fixture(scope='module')
+def bundled_pairs():
+  """The observations of every 2-step item of the bundled data, in order."""
+  pairs = []
+  for episode in rlds_reverb.load('bundled:cartpole'):
+    steps = next(iter(episode['steps'].batch(100_000)))
+    observations = steps['observation'].numpy().tolist()
+    pairs += [observations[i:i + 2] for i in range(len(observations) - 1)]
+  return pairs
+
+
+@pytest.fixture(scope='module')
+def timed_out_pushes():
+  """(size, stop) -> (exit code, report, stderr); all run at once."""
+  children = {case: run_child(TIMED_OUT_SCRIPT, str(case[0]), case[1])
+              for case in TIMED_OUT_CASES}
+  results = {}
+  for case, result in children.items():
+    code, lines, err = result()
+    results[case] = (code, json.loads(lines[0]) if lines else None, err)
+  return results
+
+
+@pytest.mark.parametrize('case', TIMED_OUT_CASES,
+                         ids=lambda case: f'queue{case[0]}-{case[1]}')
+def test_script_that_caught_a_timeout_exits(timed_out_pushes, bundled_pairs,
+                                            case):
+  """The script exits 0; the error's counts agree with the queue's items."""
+  code, report, stderr = timed_out_pushes[case]
+  assert code == 0, f'exit code {code} (None: hung); stderr:\n{stderr[-3000:]}'
+  message = report['message']
+  confirmed = int(re.search(r'Confirmed before: \d+ episodes?, (\d+) items?',
+                            message)[1])
+  unconfirmed = int(re.search(
+      r'The (\d+) items? written after those (?:was|were) not confirmed and '
+      r'may or may not be in the table', message)[1])
+  held = report['observations']
+  assert held == bundled_pairs[:len(held)]  # The data's first items, in order.
+  assert confirmed <= len(held) <= confirmed + unconfirmed
+  assert (confirmed > 0) == (case[0] == 5000)
 
 
 def test_stopped_server_is_unavailable(make_server):

@@ -10,10 +10,12 @@ import os
 import pathlib
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
+import zlib
 
 import numpy as np
 import pytest
@@ -87,6 +89,9 @@ class Serve:
       guard.cancel()
     assert line.startswith(f'serving {TABLE} on '), (line, self.stderr())
     self.address = line.split()[-1]
+    self.port = int(self.address.split(':')[-1])
+    assert line == (f'serving {TABLE} on port {self.port} of every interface, '
+                    f'e.g. localhost:{self.port}\n'), line
     return self
 
   def __exit__(self, *exc_info):
@@ -249,6 +254,76 @@ def test_unwritable_checkpoint_dir_fails_at_start(dataset, tmp_path):
   assert result.stdout == ''
 
 
+# Ports: a served port is refused; what serve prints is where it listens.
+
+
+def free_port() -> int:
+  with socket.socket(socket.AF_INET6) as probe:
+    probe.bind(('::', 0))
+    return probe.getsockname()[1]
+
+
+def test_second_serve_on_a_served_port_is_refused(dataset, pushed_items,
+                                                  tmp_path):
+  """gRPC would let it listen there too, and pushes would land on either."""
+  port = free_port()
+  with Serve(dataset, tmp_path / 'first.err', port=port) as first:
+    assert first.address == f'localhost:{port}'
+    second = run_cli('serve', '--dataset', dataset, '--table', TABLE,
+                     '--port', port)
+    assert second.returncode == 2, second.stderr
+    assert second.stdout == ''
+    assert error_lines(second.stderr) == [
+        f'rlds-reverb: error: --port: port {port} is already in use: another '
+        'server listens there; choose another port, or stop that server '
+        'first']
+    with pytest.raises(rlds_reverb.AddressError, match='already in use'):
+      rlds_reverb.check_port_free(port)  # The Python API, the same check.
+    # Every interface: both loopbacks reach the one server.
+    push(f'127.0.0.1:{port}')
+    push(f'[::1]:{port}')
+    assert (reverb_tables.as_multiset(take_all(first.address))
+            == reverb_tables.as_multiset(pushed_items * 2))
+    assert first.stop(signal.SIGINT) == 0, first.stderr()  # Ctrl-C.
+  assert 'Traceback' not in first.stderr()
+  rlds_reverb.check_port_free(port)
+
+
+def test_port_held_by_another_program_is_refused(dataset):
+  with socket.socket(socket.AF_INET6) as listener:
+    listener.bind(('::', 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    result = run_cli('serve', '--dataset', dataset, '--table', TABLE,
+                     '--port', port)
+  assert result.returncode == 2
+  assert error_lines(result.stderr) == [
+      f'rlds-reverb: error: --port: port {port} is already in use: another '
+      'server listens there; choose another port, or stop that server first']
+
+
+@pytest.mark.parametrize('port', ['99999', '65536', '-1', 'http'])
+def test_port_out_of_range_is_a_usage_error(dataset, port):
+  """Reverb would listen on 99999 % 65536 while saying 99999."""
+  result = run_cli('serve', '--dataset', dataset, '--table', TABLE,
+                   '--port', port)
+  assert result.returncode == 2
+  assert result.stderr.splitlines()[-1] == (
+      'rlds-reverb serve: error: argument --port: must be a port from 1 to '
+      f"65535 (or 0 for a free one), got '{port}'")
+
+
+def test_port_0_serves_on_a_free_port_it_prints(dataset, pushed_items,
+                                                tmp_path):
+  """Reverb given port 0 would listen on a port it does not report."""
+  with Serve(dataset, tmp_path / 'serve.err', port=0) as serve:
+    assert serve.port != 0
+    push(serve.address)
+    assert (reverb_tables.as_multiset(take_all(serve.address))
+            == reverb_tables.as_multiset(pushed_items))
+    assert serve.stop(signal.SIGTERM) == 0
+
+
 # Which checkpoint Reverb loads, against what `checkpoints.find` says.
 
 
@@ -326,6 +401,43 @@ def test_find_names_what_reverb_loads(case, signature, tmp_path):
   if root.exists():  # Reverb's next checkpoint deletes the incomplete ones.
     _reverb_checkpoint(root, signature, pushes=0)
     assert checkpoints.find(str(root)).incomplete == ()
+
+
+def test_chunk_lengths_of_a_checkpoint_dir_read_what_reverb_loads(
+    signature, tmp_path):
+  """serve's --checkpoint-dir gives its newest complete checkpoint's."""
+  root = tmp_path / 'ckpt'
+  name = _reverb_checkpoint(root, signature)
+  broken = '9999-12-31T23:59:59+00:00'  # Newer, without DONE or chunks.
+  (root / broken).mkdir()
+  (root / broken / 'tables.tfrecord').write_text('')
+  lengths = checkpoints.chunk_lengths(str(root))
+  assert lengths == checkpoints.chunk_lengths(str(root / name))
+  # Every column of the 6 items stores CLEAN's 9 steps.
+  assert [sum(length * count for length, count in column.items())
+          for column in lengths[TABLE]] == [9] * len(lengths[TABLE])
+  with pytest.raises(FileNotFoundError) as missing:
+    checkpoints.chunk_lengths(str(tmp_path / 'missing'))
+  assert str(missing.value) == (
+      f'No Reverb checkpoint at {tmp_path}/missing: no such directory')
+  chunks_file = root / name / 'chunks.tfrecord'
+  whole = chunks_file.read_bytes()
+  chunks_file.write_bytes(whole[:len(whole) // 2])
+  with pytest.raises(ValueError) as cut:
+    checkpoints.chunk_lengths(str(root))
+  assert str(cut.value).startswith(
+      f'{chunks_file} is not a complete zlib-compressed TFRecord file (')
+  chunks_file.write_bytes(zlib.compress(zlib.decompress(whole)[:-5]))
+  with pytest.raises(ValueError) as short:
+    checkpoints.chunk_lengths(str(root))
+  assert str(short.value).startswith(
+      f'{chunks_file} ends inside a record: the one at byte ')
+  shutil.rmtree(root / name)
+  with pytest.raises(FileNotFoundError) as incomplete:
+    checkpoints.chunk_lengths(str(root))
+  assert str(incomplete.value) == (
+      f'No Reverb checkpoint at {root}: it holds no chunks.tfrecord, and no '
+      f'checkpoint directory with a DONE file (among {broken})')
 
 
 def test_writable_error(tmp_path):

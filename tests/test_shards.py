@@ -151,3 +151,26 @@ def test_push_shards_run_the_checked_push_into_each_server(tmp_path):
   finally:
     for server in servers:
       server.stop()
+
+
+def test_push_shards_checks_every_server_before_spawning(
+    dataset_dir, server, refused_address):
+  """A refused server fails the call at once; shard 0's server gets nothing."""
+  good = reverb_tables.address(server)
+  with pytest.raises(rlds_reverb.ServerUnavailableError) as error:
+    rlds_reverb.push_shards(dataset_dir, [good, refused_address], 'a',
+                            workers=2, timeout=3600)
+  assert str(error.value) == (
+      f'No Reverb server at {refused_address}: the connection was refused '
+      '(nothing listens on that port).')
+  with pytest.raises(rlds_reverb.AddressError,
+                     match="server address 'localhost' is not HOST:PORT"):
+    rlds_reverb.push_shards(dataset_dir, [good, 'localhost'], 'a', workers=2)
+  assert reverb_tables.table_size(reverb.Client(good), 'a') == 0
+
+
+def test_default_timeout_is_the_push_one():
+  """`parallel` keeps its own copy: its process imports no TensorFlow."""
+  from rlds_reverb import parallel  # pylint: disable=g-import-not-at-top
+  from rlds_reverb.write import push  # pylint: disable=g-import-not-at-top
+  assert parallel.DEFAULT_TIMEOUT_S == push.DEFAULT_TIMEOUT_S

@@ -21,12 +21,17 @@ import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from rlds_reverb import addresses
 from rlds_reverb.beam import read
 from rlds_reverb.beam import write
 from rlds_reverb.errors import PipelineFailedError
+from rlds_reverb.write import push as write_push
 from rlds_reverb.write.push import PushResult
 from rlds_reverb.write.push import SkippedEpisode
 
+# Runners whose workers run on this machine: they reach what it reaches.
+LOCAL_RUNNERS = ('DirectRunner', 'BundleBasedDirectRunner',
+                 'SwitchingDirectRunner', 'PrismRunner')
 # 'module.SomeError: message [while running 'Step']': a traceback's last line.
 _ERROR_LINE = re.compile(
     r"^(?:[\w.]+\.)?(\w+(?:Error|Exception|Exit)): (.*?)"
@@ -61,9 +66,14 @@ def push(src: Union[str, Sequence[str]], server: Union[str, Sequence[str]],
     fields read otherwise than stored.
 
   Raises:
+    AddressError: a server address is not HOST:PORT; ServerUnavailableError:
+      on a local runner (DirectRunner, ...), nothing listens at one. Both
+      before the pipeline is built.
     SourceError, StepSpecError: while building the pipeline.
     PipelineFailedError: the pipeline failed; says why.
   """
+  _check_servers(server, runner, push_options.get(
+      'timeout', write_push.DEFAULT_TIMEOUT_S))
   episodes = read.ReadEpisodes(src, split, data_dir,
                                parts_per_file=parts_per_file, strict=strict)
   writer = write.WriteToReverb(server, tables, on_invalid=on_invalid,
@@ -76,6 +86,22 @@ def push(src: Union[str, Sequence[str]], server: Union[str, Sequence[str]],
   return dataclasses.replace(
       _result_of(result.metrics(), time.perf_counter() - start),
       notes=tuple(episodes.step_format.notes()))
+
+
+def _check_servers(server: Union[str, Sequence[str]], runner: str,
+                   timeout_s: float) -> None:
+  """Addresses are HOST:PORT; on a local runner, something listens there.
+
+  Before the pipeline is built: a runner starts its workers in seconds. A
+  remote runner's workers may reach servers this machine cannot (a private
+  network): there, each worker's `setup` checks them.
+  """
+  servers = [server] if isinstance(server, str) else list(server)
+  for address in servers:
+    addresses.parse(address)
+  if runner in LOCAL_RUNNERS:
+    for address in dict.fromkeys(servers):
+      addresses.check_reachable(address, timeout_s)
 
 
 def _run(pipeline: beam.Pipeline, runner: str):

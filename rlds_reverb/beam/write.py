@@ -22,6 +22,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import apache_beam as beam
 import tensorflow as tf
 
+from rlds_reverb import addresses
 from rlds_reverb import checked_push
 from rlds_reverb import specs
 from rlds_reverb.specs import fields
@@ -46,7 +47,8 @@ class WriteToReverb(beam.PTransform):
 
   Args:
     server_or_servers: 'host:port', or several: episode I goes to server
-      I % S.
+      I % S. A malformed address raises `AddressError` here; each worker's
+      `setup` checks the servers (a refused connection fails at once).
     tables: the table name(s) on every server; each item goes to each table.
     sequence_length, stride_length, end_of_episode, priority, timeout,
       chunk_length: as for `rlds_reverb.push`.
@@ -79,6 +81,8 @@ class WriteToReverb(beam.PTransform):
                        "'stop' would leave a bundle half-written.")
     servers = ([server_or_servers] if isinstance(server_or_servers, str)
                else list(server_or_servers))
+    for address in servers:  # Malformed: fails here, not on the workers.
+      addresses.parse(address)
     tables = items_lib.table_names(tables)
     settings = checked_push.Settings(sequence_length, stride_length, priority,
                                      end_of_episode, timeout, chunk_length)
@@ -169,12 +173,13 @@ class _WriteEpisodes(beam.DoFn):
       self._write_batch(target)
 
   def _settle(self) -> None:
-    """After a failure: confirms and closes this bundle's writers.
+    """After a failure: confirms, then closes, this bundle's writers.
 
-    A Reverb writer dropped with items in open chunks waits for them without
-    end when destroyed; confirmed, it has none (on a timeout the writer
-    module keeps it alive instead). The runner retries the whole bundle, so
-    what is confirmed here is written again: at most this bundle.
+    A Reverb writer that is not closed waits in its destructor, without end,
+    for items a dead server or a blocked limiter never confirms; `close`
+    closes it whether confirming succeeds or not (a timeout has closed it
+    already). The runner retries the whole bundle, so what is confirmed here
+    is written again: at most this bundle.
     """
     for target in self._targets:
       writer, target.writer = target.writer, None

@@ -132,6 +132,17 @@ def seconds(text: str) -> float:
   return value
 
 
+def server_address(text: str) -> str:
+  """argparse type: 'HOST:PORT' ('[::1]:8000'), checked before any work."""
+  from rlds_reverb import addresses  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.errors import AddressError  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  try:
+    addresses.parse(text, 'address')
+  except AddressError as e:
+    raise argparse.ArgumentTypeError(str(e)) from e
+  return text
+
+
 def shard(text: str):
   """argparse type: 'I/N' -> (I, N), the I-th (0-based) of N parts."""
   try:

@@ -59,7 +59,7 @@ exit status: 0 every item confirmed, 1 failure, 2 bad usage or input.
 def add_arguments(parser: argparse.ArgumentParser) -> None:
   options.add_dataset_arguments(parser)
   parser.add_argument('--server', required=True, action='append',
-                      metavar='HOST:PORT',
+                      type=options.server_address, metavar='HOST:PORT',
                       help=('the Reverb server; repeat with --workers or '
                             '--runner to spread the data over several'))
   parser.add_argument('--table', required=True, action='append',

@@ -5,6 +5,12 @@ The table's signature is the dataset's trajectory spec with a time axis, so
 Its rate limiter is MinSize(1), which never blocks inserts. It runs until
 SIGINT or SIGTERM, then (with --checkpoint-dir) checkpoints and stops.
 
+Reverb listens on every interface: dm-reverb 0.14.0's server binds [::]:PORT
+and takes no host, so there is no --host, and the line it prints says so. A
+--port that another server already listens on is refused before the server
+starts (`addresses.check_port_free`): gRPC would open it again with
+SO_REUSEPORT, and clients would reach either server.
+
 With --checkpoint-dir it also says at start which checkpoint Reverb restores
 (Reverb itself is silent, also when it skips an incomplete one), and writes a
 checkpoint on SIGUSR1 while it keeps serving, as
@@ -14,11 +20,14 @@ checkpoint on SIGUSR1 while it keeps serving, as
 import argparse
 import signal
 import time
+from typing import Optional
 
+from rlds_reverb import addresses
 from rlds_reverb import checkpoints
 from rlds_reverb import wording
 from rlds_reverb.cli import options
 from rlds_reverb.cli import output
+from rlds_reverb.errors import AddressError
 
 HELP = "run a Reverb server with a table signed for a dataset's trajectories"
 DESCRIPTION = ('Runs a Reverb server with one table whose signature is '
@@ -31,8 +40,11 @@ examples:
       --max-size 100000 --checkpoint-dir /tmp/reverb_ckpt
   kill -USR1 PID    # checkpoint now and keep serving
 
-It prints 'serving TABLE on HOST:PORT' once ready; stop it with Ctrl-C or
-SIGTERM. With --checkpoint-dir it restores the newest complete checkpoint
+It prints 'serving TABLE on port PORT of every interface, e.g.
+localhost:PORT' once ready; stop it with Ctrl-C or SIGTERM. Reverb listens
+on every interface and has no option for one: keep the port behind a
+firewall. A --port that another server already listens on is refused
+(exit 2). With --checkpoint-dir it restores the newest complete checkpoint
 there at start, writes one on SIGUSR1 and at shutdown, and keeps only the
 newest: use a directory of its own. reverb.Client('HOST:PORT').checkpoint()
 from Python writes one too.
@@ -48,8 +60,10 @@ _POLL_S = 0.2
 def add_arguments(parser: argparse.ArgumentParser) -> None:
   options.add_dataset_arguments(parser)
   parser.add_argument('--table', required=True, help='the table name')
-  parser.add_argument('--port', type=int, default=None,
-                      help='port to listen on (default: a free one)')
+  parser.add_argument('--port', type=port_number, default=None,
+                      help=('port to listen on, on every interface: 1-65535, '
+                            'refused if another server listens there '
+                            '(default, or 0: a free one)'))
   parser.add_argument('--max-size', type=int, default=1_000_000,
                       help=('items kept; older ones are removed silently '
                             '(default: %(default)s)'))
@@ -64,13 +78,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-  import reverb  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  from rlds_reverb import specs  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-
   if args.max_size < 1:
     raise output.CliError(f'--max-size must be >= 1, got {args.max_size}',
                           output.EXIT_USAGE)
+  _check_port(args.port)
   found = _checkpoints_to_restore(args.checkpoint_dir)
+  import reverb  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb import specs  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   _, spec = options.step_and_trajectory_spec(options.load(args))
   signature = specs.table_signature(spec)
   requests = _Requests()
@@ -82,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     _check_loaded_table(info, args.table, signature)
     if found:
       output.note(_restored_text(found, info, args.table))
-    print(f'serving {args.table} on localhost:{server.port}', flush=True)
+    print(serving_text(args.table, server.port), flush=True)
     _serve_until_stopped(requests, client, args.checkpoint_dir)
     if args.checkpoint_dir:
       path = _checkpoint(client, args.checkpoint_dir)
@@ -182,7 +196,41 @@ def _restored_text(found: checkpoints.Checkpoints, info, table: str) -> str:
   return f'restored checkpoint {found.path(found.newest)}: {sizes}'
 
 
+def port_number(text: str) -> Optional[int]:
+  """argparse type: a port 1..65535; 0 means a free one, as no --port does.
+
+  Reverb would take 99999 and listen on 99999 % 65536, and on port 0 listen
+  on a port it does not report.
+  """
+  try:
+    port = int(text)
+  except ValueError:
+    port = -1
+  if not 0 <= port <= addresses.MAX_PORT:
+    raise argparse.ArgumentTypeError(
+        f'must be a port from 1 to {addresses.MAX_PORT} (or 0 for a free '
+        f"one), got '{text}'")
+  return port or None
+
+
+def _check_port(port: Optional[int]) -> None:
+  """A port another server listens on is bad input: exit 2, nothing started."""
+  if port is None:
+    return
+  try:
+    addresses.check_port_free(port)
+  except AddressError as e:
+    raise output.CliError(f'--port: {e}', output.EXIT_USAGE) from e
+
+
+def serving_text(table: str, port: int) -> str:
+  """What serve prints once ready; its last word is an address to use."""
+  return (f'serving {table} on port {port} of every interface, e.g. '
+          f'localhost:{port}')
+
+
 def _start(reverb, args, signature, found):
+  _check_port(args.port)  # Again: loading the dataset took seconds.
   checkpointer = None
   if args.checkpoint_dir:
     checkpointer = reverb.checkpointers.DefaultCheckpointer(args.checkpoint_dir)

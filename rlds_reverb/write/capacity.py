@@ -2,8 +2,10 @@
 
 Reverb says nothing in either case: a full table (`max_size`) removes old
 items silently, and a rate limiter (`SampleToInsertRatio`, `Queue`) holds
-inserts on the server until something samples. From a table's `TableInfo`
-we can tell in advance, and say so before writing.
+inserts on the server until something samples. A limiter that blocks first
+keeps the table from filling: a `Queue(N)` blocks at N items, its
+`max_size`, and evicts nothing. From a table's `TableInfo` we can tell in
+advance, and say so before writing.
 
 Reverb's rate limiter lets an insert through while the table is below
 `min_size_to_sample`, or while
@@ -60,24 +62,33 @@ def warnings_for(infos: Mapping[str, object], items_per_table: int
                  ) -> List[str]:
   """Why writing `items_per_table` items into each table would lose or block.
 
-  One message per table that would evict (`max_size`) or whose rate limiter
-  would block before the last item, unless something samples meanwhile.
+  Per table, unless something samples meanwhile: that `max_size` evicts the
+  oldest items (only those inserted before the rate limiter blocks: a Queue
+  blocks at `max_size` and evicts nothing), and that the rate limiter blocks
+  before the last item.
   """
   messages = []
   for table, info in infos.items():
-    free = info.max_size - info.current_size
-    if items_per_table > free:
-      messages.append(
-          f'table {table!r} holds at most '
-          f'{wording.count(info.max_size, "item")} and has '
-          f'{info.current_size}; this push writes {items_per_table}, so '
-          f'Reverb will silently remove {items_per_table - free} of the '
-          f'oldest.')
     headroom = insert_headroom(info)
-    if headroom is not None and items_per_table > headroom:
+    inserted = (items_per_table if headroom is None
+                else min(items_per_table, headroom))
+    evicted = inserted - (info.max_size - info.current_size)
+    if evicted > 0:
+      messages.append(_eviction_text(table, info, items_per_table, evicted,
+                                     blocks=inserted < items_per_table))
+    if inserted < items_per_table:
       messages.append(
           f'table {table!r} has rate limiter {limiter_text(info)}, which '
           f'blocks inserts after {wording.count(headroom, "more item")} '
           f'until something samples; this push writes {items_per_table}, '
           f'and fails after the timeout if nothing samples.')
   return messages
+
+
+def _eviction_text(table: str, info, items_per_table: int, evicted: int,
+                   blocks: bool) -> str:
+  before = ' before its rate limiter blocks' if blocks else ''
+  return (f'table {table!r} holds at most '
+          f'{wording.count(info.max_size, "item")} and has '
+          f'{info.current_size}; this push writes {items_per_table}, so '
+          f'Reverb will silently remove {evicted} of the oldest{before}.')

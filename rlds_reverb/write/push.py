@@ -31,6 +31,8 @@ from rlds_reverb.write import server as server_lib
 from rlds_reverb.write import writer as writer_lib
 
 DEFAULT_TIMEOUT_S = 30.0
+# How long a push interrupted by Ctrl-C waits to confirm what it wrote.
+INTERRUPTED_CONFIRM_S = 5.0
 
 # TF-Agents' texts for an episode longer than `max_sequence_length`.
 _EPISODE_TOO_LONG = (
@@ -110,7 +112,8 @@ def write_trajectories(
     ServerUnavailableError, TableNotFoundError, SignatureMismatchError: before
       writing anything.
     ReverbTimeoutError: the server stopped confirming (dead, or a blocking rate
-      limiter); the message says how much was confirmed, and a note names the
+      limiter); the message says how much was confirmed and that the items
+      written after may or may not be in the tables, and a note names the
       tables' rate limiters that can block.
     tf.errors.InvalidArgumentError: malformed episodes, as in conversion.
   """
@@ -336,6 +339,8 @@ def _write_blocks(blocks, rows_of_block, writer, episode_items, infos,
   except (tf.errors.OpError, ValueError, KeyboardInterrupt) as e:
     _note_written(e, writer, tables, address)
     raise
+  finally:
+    writer.stop()  # Ctrl-C too: an open Reverb writer can hang at exit.
   return PushResult(progress.episodes, progress.trajectories, progress.items,
                     time.perf_counter() - start, skipped, skipped_trajectories)
 
@@ -345,10 +350,10 @@ def _note_written(error: Exception, writer, tables, address) -> None:
   from rlds_reverb import wording  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   where = (f'{wording.noun(len(tables), "table")} {", ".join(tables)} at '
            f'{address}')
-  before = ('the interruption' if isinstance(error, KeyboardInterrupt)
-            else 'this error')
-  try:
-    progress = writer.confirm()
+  interrupted = isinstance(error, KeyboardInterrupt)
+  before = 'the interruption' if interrupted else 'this error'
+  try:  # Ctrl-C asks to stop: a blocked server is not waited for long.
+    progress = writer.confirm(INTERRUPTED_CONFIRM_S if interrupted else None)
     error.add_note(
         f'Written and confirmed before {before}: '
         f'{wording.count(progress.confirmed_episodes, "episode")} '

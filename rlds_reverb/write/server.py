@@ -2,13 +2,16 @@
 
 `reverb.Client(address)` connects lazily and most calls wait forever for a
 dead server; `server_info(timeout=...)` is the call that takes a deadline, so
-every check before writing goes through it.
+every check before writing goes through it, after `addresses` has turned
+away a malformed address and a refused connection at once.
 """
 
 from typing import Dict, Sequence, Tuple, Union
 
 import reverb
 
+from rlds_reverb import addresses
+from rlds_reverb import wording
 from rlds_reverb.errors import ServerUnavailableError
 from rlds_reverb.errors import TableNotFoundError
 
@@ -16,9 +19,15 @@ ServerLike = Union[str, reverb.Client]
 
 
 def connect(server: ServerLike) -> Tuple[reverb.Client, str]:
-  """(client, address) for an address 'host:port' or a `reverb.Client`."""
+  """(client, address) for an address 'host:port' or a `reverb.Client`.
+
+  Raises:
+    AddressError: the address (a client's too) is not HOST:PORT.
+  """
   if isinstance(server, reverb.Client):
+    addresses.parse(server.server_address, "the reverb.Client's address")
     return server, server.server_address
+  addresses.parse(server)
   return reverb.Client(server), server
 
 
@@ -27,15 +36,22 @@ def table_infos(client: reverb.Client, address: str, tables: Sequence[str],
   """The `TableInfo` of each of `tables`.
 
   Raises:
-    ServerUnavailableError: no answer from `address` within `timeout_s`.
+    AddressError: `address` is not HOST:PORT.
+    ServerUnavailableError: nothing listens at `address` (at once), no answer
+      within `timeout_s`, or an answer that is not a Reverb server's.
     TableNotFoundError: a table is missing; names the tables there are.
   """
+  addresses.check_reachable(address, timeout_s)
   try:
     infos = client.server_info(timeout=max(1, int(round(timeout_s))))
-  except (reverb.errors.DeadlineExceededError, RuntimeError) as e:
+  except reverb.errors.DeadlineExceededError as e:
     raise ServerUnavailableError(
-        f'No Reverb server answered at {address} within {timeout_s:g} s '
-        f'({type(e).__name__}).') from e
+        f'No Reverb server answered at {address} within {timeout_s:g} s.'
+    ) from e
+  except RuntimeError as e:  # An HTTP server's 404, a server shutting down.
+    raise ServerUnavailableError(
+        f'The server at {address} did not answer as a Reverb server: '
+        f'{wording.one_line(str(e))} ({type(e).__name__}).') from e
   missing = [table for table in tables if table not in infos]
   if missing:
     raise TableNotFoundError(

@@ -9,7 +9,9 @@ server; only `flush(timeout_ms=...)` does. So `SequenceWriter`:
     `CONFIRM_EVERY_ROWS` rows, at an episode end, and at `close`, so the
     episodes confirmed so far are known (`confirmed_episodes`);
   * turns a flush timeout into `ReverbTimeoutError` naming tables, address
-    and what was confirmed;
+    and what was confirmed, and closes the Reverb writer: left open, its
+    destructor would wait without end (at interpreter exit too) for items a
+    dead server or a blocking rate limiter never confirms;
   * checks each episode's rows against the table's columns before appending
     them (`columns`), and gives rows whose unknown dimensions differ from the
     first rows' a new Reverb writer, which would otherwise reject them.
@@ -33,6 +35,7 @@ import collections
 import dataclasses
 import functools
 import math
+import time
 from typing import Any, Callable, List, Optional, Sequence, Union
 
 import numpy as np
@@ -40,6 +43,7 @@ import reverb
 
 from rlds_reverb import wording
 from rlds_reverb.errors import ReverbTimeoutError
+from rlds_reverb.errors import RldsReverbError
 from rlds_reverb.write import chunks
 from rlds_reverb.write import columns as columns_lib
 from rlds_reverb.write import items as items_lib
@@ -47,14 +51,8 @@ from rlds_reverb.write import reverb_cpp
 from rlds_reverb.write import rows as rows_lib
 
 CONFIRM_EVERY_ROWS = 4096
-
-# Writers given up after a timeout. Reverb's writers wait in their destructor,
-# without end, for items they could not deliver; kept here, they are not
-# destroyed (also not at exit) and nothing hangs. Each holds at most
-# chunks.MAX_PENDING_ITEMS items, which still reach the table if the server
-# recovers or the rate limiter lets them in; a writer that has delivered them
-# all is released at the next writer's start.
-_ABANDONED = []
+# The longest a wait for the server goes without looking at signals.
+WAIT_SLICE_MS = 250
 
 
 @dataclasses.dataclass
@@ -65,27 +63,6 @@ class Progress:
   items: int = 0
   confirmed_episodes: int = 0
   confirmed_items: int = 0
-
-
-def release_delivered_writers() -> int:
-  """Drops abandoned writers that have delivered every item; how many remain.
-
-  A writer with nothing left to deliver is destroyed without waiting.
-  """
-  _ABANDONED[:] = [w for w in _ABANDONED if not _delivered_all(w)]
-  return len(_ABANDONED)
-
-
-def _delivered_all(writer) -> bool:
-  """Whether the server has confirmed every item `writer` created; 1 ms.
-
-  A writer that fails otherwise is kept: its destructor may wait as well.
-  """
-  try:
-    writer.flush(0, timeout_ms=1)
-  except (reverb.errors.ReverbError, RuntimeError):
-    return False
-  return True
 
 
 class SequenceWriter:
@@ -107,11 +84,9 @@ class SequenceWriter:
                priority: float, address: str, timeout_s: float,
                chunk_length: chunks.ChunkLength = None,
                on_confirmed: Optional[Callable[[Progress], None]] = None):
-    release_delivered_writers()
     self._columns = columns_lib.columns_of(spec_structure)
     self._tables = items_lib.table_names(tables)
     self._address = address
-    self._timeout_ms = max(1, int(timeout_s * 1000))
     self._timeout_s = timeout_s
     self._on_confirmed = on_confirmed
     self._client = client
@@ -156,13 +131,14 @@ class SequenceWriter:
                         self._plan.item_length(num_steps))
     self._episode_done(num_steps, num_rows)
 
-  def confirm(self) -> Progress:
+  def confirm(self, timeout_s: Optional[float] = None) -> Progress:
     """Blocks until the server confirmed every item written so far.
 
-    Ends Reverb's episode: the open chunks are finalized.
+    Ends Reverb's episode: the open chunks are finalized. `timeout_s`
+    (default: the writer's) bounds the wait, e.g. after Ctrl-C.
     """
     if self._writer is not None or self._failure is not None:
-      self._wait(self._end_episode)
+      self._wait(self._end_episode, timeout_s)
     self._unflushed_items = 0
     self._unconfirmed_rows = 0
     self.progress.confirmed_episodes = self.progress.episodes
@@ -172,10 +148,30 @@ class SequenceWriter:
     return self.progress
 
   def close(self) -> Progress:
-    """Confirms everything, then releases the writer."""
-    progress = self.confirm()
-    self._release()
-    return progress
+    """Confirms everything, then closes the Reverb writer (also on failure)."""
+    try:
+      return self.confirm()
+    finally:
+      self.stop()
+
+  def stop(self) -> None:
+    """Closes the Reverb writer now; what it holds unconfirmed is dropped.
+
+    For every way a write ends: a Reverb writer that is not closed waits in
+    its destructor, without end, for items it could not deliver.
+    """
+    writer, self._writer = self._writer, None
+    if writer is None:
+      return
+    writer.close()
+    progress = self.progress
+    if self._failure is None and (
+        progress.items, progress.episodes) != (progress.confirmed_items,
+                                               progress.confirmed_episodes):
+      # `confirm` must not claim them from now on.
+      self._failure = RldsReverbError(
+          f'The writer for {self._where()} was closed before the server '
+          f'confirmed what it wrote. {self._confirmed_text()}')
 
   def _prepare(self, columns: Sequence[np.ndarray], episode: Any) -> None:
     """Checks rows before they are appended; a writer that takes them.
@@ -189,8 +185,7 @@ class SequenceWriter:
     columns_lib.check_rows(self._columns, columns, _place(episode))
     row_shapes = columns_lib.shapes(columns)
     if self._writer is not None and row_shapes != self._row_shapes:
-      self.confirm()
-      self._release()
+      self.close()
     if self._writer is None:
       self._writer = self._new_writer(columns)
     self._row_shapes = row_shapes
@@ -210,7 +205,8 @@ class SequenceWriter:
     num_rows = len(columns[0])
     items_per_row = np.zeros(num_rows, np.int64)
     items_per_row[item_ends] = len(self._tables)
-    flush_after = self._flush_points(items_per_row).tolist()
+    made = np.cumsum(items_per_row)  # Items made by the end of each row.
+    flush_after = self._flush_points(made).tolist()
     ends_item = (items_per_row > 0).tolist()
     append, create = self._writer.append, self._writer.create_item
     squeeze, priority = self._squeeze, self._priority
@@ -225,17 +221,17 @@ class SequenceWriter:
           for table in self._tables:
             create(table, priority, item, squeeze)
             created += 1
-        if flush:
+        if flush:  # Counted first: a timeout says how many are unconfirmed.
+          self.progress.items += created
+          created = 0
           self._flush_closed_chunks(rows_done)
     finally:  # Counted as made: what `confirm` then says is confirmed.
       self.progress.items += created
     self._rows_in_chunks += num_rows
 
-  def _flush_points(self, items_per_row: np.ndarray) -> np.ndarray:
-    """Rows after which to flush, given how many items each row creates."""
-    if not len(items_per_row):  # pylint: disable=g-explicit-length-test
-      return np.zeros(0, bool)
-    totals = self._unflushed_items + np.cumsum(items_per_row)
+  def _flush_points(self, made: np.ndarray) -> np.ndarray:
+    """Rows after which to flush, given the items made by each row's end."""
+    totals = self._unflushed_items + made
     crossings = totals // self._flush_every
     self._unflushed_items = int(totals[-1] - crossings[-1] * self._flush_every)
     return np.diff(crossings, prepend=0) > 0
@@ -264,30 +260,55 @@ class SequenceWriter:
     self._writer.end_episode(timeout_ms=timeout_ms)
     self._rows_in_chunks = 0
 
-  def _wait(self, blocking_call) -> None:
-    """`blocking_call(timeout_ms=...)`; a timeout ends this writer."""
+  def _wait(self, blocking_call, timeout_s: Optional[float] = None) -> None:
+    """`blocking_call(timeout_ms=...)`; a timeout closes and ends this writer.
+
+    It waits in slices of `WAIT_SLICE_MS`: Python runs signal handlers only
+    between them, so Ctrl-C stops a push that waits for a blocked server at
+    once, not after the whole timeout.
+    """
     if self._failure is not None:
       raise self._failure
-    try:
-      blocking_call(timeout_ms=self._timeout_ms)
-    except reverb.errors.DeadlineExceededError as e:
-      tables = ', '.join(repr(t) for t in self._tables)
-      self._failure = ReverbTimeoutError(
-          f'Reverb server at {self._address} did not confirm items for table '
-          f'{tables} within {self._timeout_s:g} s: the server is down or '
-          f"unreachable, or the table's rate limiter blocks inserts. "
-          f'Confirmed before: '
-          f'{wording.count(self.progress.confirmed_episodes, "episode")}, '
-          f'{wording.count(self.progress.confirmed_items, "item")}.')
-      _ABANDONED.append(self._writer)
-      self._writer = None
-      raise self._failure from e
+    timeout_s = self._timeout_s if timeout_s is None else timeout_s
+    deadline = time.monotonic() + timeout_s
+    while True:
+      left_ms = max(1, int((deadline - time.monotonic()) * 1000))
+      try:
+        blocking_call(timeout_ms=min(left_ms, WAIT_SLICE_MS))
+        return
+      except reverb.errors.DeadlineExceededError as e:
+        if left_ms > WAIT_SLICE_MS:
+          continue
+        self.stop()
+        self._failure = ReverbTimeoutError(self._timeout_text(timeout_s))
+        raise self._failure from e
 
-  def _release(self) -> None:
-    """Closes the writer; call only when it holds nothing unconfirmed."""
-    if self._writer is not None:
-      self._writer.close()
-    self._writer = None
+  def _timeout_text(self, timeout_s: float) -> str:
+    return (f'Reverb server at {self._address} did not confirm items for '
+            f'{self._where(with_address=False)} within {timeout_s:g} s: the '
+            f'server is down or unreachable, or a rate limiter there blocks '
+            f'inserts. {self._confirmed_text()}')
+
+  def _where(self, with_address: bool = True) -> str:
+    names = ', '.join(repr(t) for t in self._tables)
+    where = f'{wording.noun(len(self._tables), "table")} {names}'
+    return f'{where} at {self._address}' if with_address else where
+
+  def _confirmed_text(self) -> str:
+    """What was confirmed, and what may or may not be in the tables."""
+    progress = self.progress
+    text = (f'Confirmed before: '
+            f'{wording.count(progress.confirmed_episodes, "episode")}, '
+            f'{wording.count(progress.confirmed_items, "item")}.')
+    unconfirmed = progress.items - progress.confirmed_items
+    if unconfirmed:
+      text += (
+          f' The {wording.count(unconfirmed, "item")} written after those '
+          f'{wording.noun(unconfirmed, "was", "were")} not confirmed and may '
+          f'or may not be in the '
+          f'{wording.noun(len(self._tables), "table")}: the writer was '
+          f'closed, and the server may still insert those it had received.')
+    return text
 
 
 def _place(episode: Any) -> str:
