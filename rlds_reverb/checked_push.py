@@ -288,6 +288,13 @@ class CheckedPush:
 
     `on_read(episodes, steps)` is called as the data is read ahead.
     """
+    try:
+      return self._check(on_read)
+    except KeyboardInterrupt as e:
+      e.add_note('Nothing was written.')
+      raise
+
+  def _check(self, on_read) -> Plan:
     if self._resume:
       resume_lib.check_writable(self._resume)
     step_format = specs.step_format(self._data, self._settings.strict)
@@ -439,6 +446,9 @@ class CheckedPush:
     return resume_lib.load(self._resume, key)
 
   def _note_progress(self, error: Exception, recorder, done: int) -> None:
+    if isinstance(error, KeyboardInterrupt) and not getattr(
+        error, '__notes__', None):  # Before the writer had a row.
+      error.add_note('Nothing was written.')
     if recorder is not None:
       error.add_note(
           f'Progress is saved in {self._resume} '

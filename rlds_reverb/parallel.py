@@ -181,7 +181,7 @@ def _push_shard(dataset, split, data_dir, shard, server, tables, on_invalid,
     interrupted = isinstance(e, KeyboardInterrupt)
     return ShardOutcome(
         source.shard_text(),
-        error=wording.one_line(str(e)) or ('interrupted' if interrupted
+        error=wording.one_line(str(e)) or ('interrupted.' if interrupted
                                            else type(e).__name__),
         error_type=type(e).__name__,
         notes=tuple(wording.one_line(note) for note in getattr(e, '__notes__', ())))

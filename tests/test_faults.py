@@ -242,13 +242,13 @@ def _wait_for_size(address: str, table: str, size: int, push) -> None:
     time.sleep(POLL_S)
 
 
-@pytest.mark.parametrize('data', ['clean', 'long'])
-def test_ctrl_c_while_a_rate_limiter_blocks_ends_the_push(dirs, data):
-  """SIGINT ends a push waiting for a full queue at once, not at --timeout:
-  at its end ('clean', confirming) or mid-episode ('long', flushing)."""
+def _interrupt_blocked_push(dataset: str, *args) -> str:
+  """Ctrl-C (SIGINT to the command alone) of a push waiting for a full queue
+  of 3; its stderr. The push must end at once, not at --timeout."""
   with ServerProcess([{'name': 'queue', 'kind': 'queue', 'size': 3}]) as server:
-    push = _start_push('--dataset', dirs[data], '--server', server.address,
-                       '--table', 'queue', '--timeout', str(3 * HANG_GUARD_S))
+    push = _start_push('--dataset', dataset, '--server', server.address,
+                       '--table', 'queue', '--timeout', str(3 * HANG_GUARD_S),
+                       *args)
     _wait_for_size(server.address, 'queue', 3, push)  # Now it waits.
     push.send_signal(signal.SIGINT)
     try:
@@ -257,6 +257,14 @@ def test_ctrl_c_while_a_rate_limiter_blocks_ends_the_push(dirs, data):
       push.kill()
       raise AssertionError(f'the push ignored SIGINT: {push.communicate()}')
   assert push.returncode == 130, stderr
+  return stderr
+
+
+@pytest.mark.parametrize('data', ['clean', 'long'])
+def test_ctrl_c_while_a_rate_limiter_blocks_ends_the_push(dirs, data):
+  """At the push's end ('clean', confirming) or mid-episode ('long',
+  flushing)."""
+  stderr = _interrupt_blocked_push(dirs[data])
   [line] = error_lines(stderr)
   assert line.startswith('rlds-reverb: error: interrupted'), line
   assert 'Confirmed before: 0 episodes, 0 items.' in line, line
@@ -305,3 +313,53 @@ def test_bad_input_is_one_line_and_writes_nothing(dirs, tmp_path):
       assert 'Traceback' not in result.stderr
       info = reverb.Client(server.address).server_info(timeout=10)
       assert info[table].current_size == 0, (dataset, line)
+
+
+def test_ctrl_c_mid_push_says_what_was_confirmed_and_resumes(dirs, tmp_path):
+  """A healthy server: the interrupted push confirms what it wrote, says so,
+  saves it, and the same command continues without losing an episode."""
+  state_path = tmp_path / 'state.json'
+  args = ['--dataset', dirs['long'], '--table', 'replay', '--resume',
+          state_path]
+  with ServerProcess([{'name': 'replay', 'kind': 'fifo',
+                       'signed_for': dirs['long']}]) as server:
+    push = _start_push('--server', server.address, *args)
+    _wait_for_confirmed(state_path, push)
+    push.send_signal(signal.SIGINT)
+    _, stderr = push.communicate(timeout=HANG_GUARD_S)
+    assert push.returncode == 130, stderr
+    [line] = error_lines(stderr)
+    state = json.loads(state_path.read_text())
+    episodes, items = state['confirmed_episodes'], state['confirmed_items']
+    assert 0 < episodes < len(LONG) and not state['complete']
+    assert line.startswith(
+        f'rlds-reverb: error: interrupted. Written and confirmed before the '
+        f'interruption: {wording.count(episodes, "episode")} '), line
+    assert (f'Progress is saved in {state_path} '
+            f'({wording.count(episodes, "episode")} confirmed in all)') in line
+    # The episode in progress may have confirmed items of its own.
+    held = reverb_tables.table_size(reverb.Client(server.address), 'replay')
+    assert items <= held < items + 250
+    again = run_cli('push', '--server', server.address, *args, '--json')
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)['resumed_after_episodes'] == episodes
+    drained = reverb_tables.drained_pairs(server.address, 'replay')
+  assert set(drained) == set(reverb_tables.observation_pairs(LONG))
+
+
+def test_ctrl_c_with_workers_interrupts_each_and_says_what_it_confirmed(
+    dirs):
+  """SIGINT to the parent alone (`kill -INT`), not to the process group: it
+  passes it on, and every worker says what it confirmed."""
+  stderr = _interrupt_blocked_push(dirs['long'], '--workers', '2')
+  [line] = error_lines(stderr)
+  assert line.startswith('rlds-reverb: error: 2 of 2 workers failed: '), line
+  shards = line.split('workers failed: ', 1)[1].split(' | ')[:2]
+  for shard, text in zip(('0/2', '1/2'), shards):
+    assert text.startswith(f'shard {shard}: interrupted. '), line
+    # Blocked (the queue is full), stopped before its first confirmation or
+    # before it wrote anything.
+    assert ('Confirmed before: 0 episodes, 0 items.' in text or
+            'Written and confirmed before the interruption: 0 episodes' in
+            text or text.endswith('Nothing was written.')), text
+  assert 'Traceback' not in stderr

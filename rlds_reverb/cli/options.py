@@ -88,17 +88,6 @@ def step_format(args: argparse.Namespace, rlds_data):
   return found, specs.trajectory_spec(found.spec)
 
 
-def step_and_trajectory_spec(rlds_data):
-  """(step spec, trajectory spec); an unusable step spec is a usage error."""
-  from rlds_reverb import specs  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  from rlds_reverb.errors import StepSpecError  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  try:
-    step_spec = specs.steps_spec(rlds_data)
-  except StepSpecError as e:
-    raise CliError(error_line(e), EXIT_USAGE) from e
-  return step_spec, specs.trajectory_spec(step_spec)
-
-
 def positive_int(text: str) -> int:
   """argparse type: an int >= 1."""
   value = int(text)

@@ -130,6 +130,12 @@ def note(message: str) -> None:
   print(f'{PROG}: {message}', file=sys.stderr, flush=True)
 
 
+def note_data(notes: Sequence[str], prefix: str = '') -> None:
+  """Fields of the data read otherwise than stored (`StepFormat.notes`)."""
+  for message in notes:
+    note(f'{prefix}note: {message}')
+
+
 def spec_fields(structure: Any) -> List[Dict[str, Any]]:
   """[{'field', 'dtype', 'shape'}] of every TensorSpec leaf, in nest order."""
   from rlds_reverb.specs import paths  # pylint: disable=g-import-not-at-top,import-outside-toplevel

@@ -195,9 +195,6 @@ def _check(job, episodes):
     raise output.CliError(str(e), output.EXIT_USAGE) from e
   except errors.MalformedEpisodeError as e:
     raise output.CliError(f'{e} {push_shared.MALFORMED_HINT}') from e
-  except KeyboardInterrupt as e:
-    e.add_note('Nothing was written.')
-    raise
 
 
 def _note_plan(plan, resume_path) -> None:

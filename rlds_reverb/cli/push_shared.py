@@ -11,7 +11,7 @@ workers' results without importing TensorFlow.
 """
 
 import argparse
-from typing import Any, Dict, Iterable, List
+from typing import Any, Dict, List
 
 from rlds_reverb import wording
 from rlds_reverb.cli import options
@@ -74,14 +74,8 @@ def note_found(result: Dict[str, Any], prefix: str = '') -> None:
   """
   for message in result['warnings']:
     output.note(f'{prefix}warning: {message}')
-  note_data(result['notes'], prefix)
+  output.note_data(result['notes'], prefix)
   note_skipped(result['skipped'], prefix)
-
-
-def note_data(notes: Iterable[str], prefix: str = '') -> None:
-  """Fields of the data read otherwise than stored (`StepFormat.notes`)."""
-  for message in notes:
-    output.note(f'{prefix}note: {message}')
 
 
 def note_skipped(skipped: List[Dict[str, Any]], prefix: str = '') -> None:

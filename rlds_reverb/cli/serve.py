@@ -85,8 +85,9 @@ def run(args: argparse.Namespace) -> int:
   found = _checkpoints_to_restore(args.checkpoint_dir)
   import reverb  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   from rlds_reverb import specs  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  _, spec = options.step_and_trajectory_spec(options.load(args))
+  step_format, spec = options.step_format(args, options.load(args))
   signature = specs.table_signature(spec)
+  output.note_data(step_format.notes())
   requests = _Requests()
   requests.install()
   server = _start(reverb, args, signature, found)

@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
   for outcome in done:
     _note(outcome)
   total = parallel.summed(outcomes)
-  push_shared.note_data(total['notes'])
+  output.note_data(total['notes'])
   failed = [outcome for outcome in outcomes if outcome.result is None]
   if failed:
     interrupted = any(o.error_type == 'KeyboardInterrupt' for o in failed)
