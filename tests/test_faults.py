@@ -353,6 +353,9 @@ def test_ctrl_c_with_workers_interrupts_each_and_says_what_it_confirmed(
   passes it on, and every worker says what it confirmed."""
   stderr = _interrupt_blocked_push(dirs['long'], '--workers', '2')
   [line] = error_lines(stderr)
+  assert line.endswith(' | Without --resume, running this push again writes '
+                       'it all again; with --resume FILE, progress is saved '
+                       'at each confirmation and a rerun continues.'), line
   assert line.startswith('rlds-reverb: error: 2 of 2 workers failed: '), line
   shards = line.split('workers failed: ', 1)[1].split(' | ')[:2]
   for shard, text in zip(('0/2', '1/2'), shards):

@@ -177,9 +177,7 @@ def push_one(args: argparse.Namespace) -> dict:
       result = job.write(on_confirmed=progress.on_confirmed)
   except KeyboardInterrupt as e:
     if not args.resume:
-      e.add_note('Without --resume, running this push again writes it all '
-                 'again; with --resume FILE, progress is saved at each '
-                 'confirmation and a rerun continues.')
+      e.add_note(push_shared.NO_RESUME_HINT)
     raise
   return push_shared.summary_of(result)
 

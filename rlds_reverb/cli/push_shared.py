@@ -23,6 +23,10 @@ LISTED_SKIPS = 5
 # library's Python hints (its error's notes).
 MALFORMED_HINT = ("('rlds-reverb validate' lists them, '--on-invalid skip' "
                   'leaves them out)')
+# What an interrupted push without --resume says about running it again.
+NO_RESUME_HINT = ('Without --resume, running this push again writes it all '
+                  'again; with --resume FILE, progress is saved at each '
+                  'confirmation and a rerun continues.')
 
 
 def settings_of(args: argparse.Namespace) -> dict:

@@ -37,9 +37,11 @@ def run(args: argparse.Namespace) -> int:
   failed = [outcome for outcome in outcomes if outcome.result is None]
   if failed:
     interrupted = any(o.error_type == 'KeyboardInterrupt' for o in failed)
+    text = _failure_text(failed, done, args.workers)
+    if interrupted and not args.resume:
+      text = f'{text} | {push_shared.NO_RESUME_HINT}'
     raise output.CliError(
-        _failure_text(failed, done, args.workers),
-        output.EXIT_INTERRUPTED if interrupted else output.EXIT_FAILURE)
+        text, output.EXIT_INTERRUPTED if interrupted else output.EXIT_FAILURE)
   summary = push_shared.summary_of({
       **total,
       # The workers push at the same time: the longest one's push time.
@@ -67,11 +69,12 @@ def _failure_text(failed, done, workers: int) -> str:
                     f'{push_shared.MALFORMED_HINT}')
     else:
       firsts.append(parallel.failure_text(outcome))
-  others = wording.count(len(done), 'other')
-  confirmed = wording.count(sum(o.result['episodes'] for o in done),
-                            'episode')
-  summary = (f'{len(failed)} of {workers} workers failed: '
-             f'{" | ".join(firsts)} | the {others} confirmed {confirmed}')
+  summary = f'{len(failed)} of {workers} workers failed: {" | ".join(firsts)}'
+  if done:
+    others = wording.count(len(done), 'other')
+    confirmed = wording.count(sum(o.result['episodes'] for o in done),
+                              'episode')
+    summary += f' | the {others} confirmed {confirmed}'
   return output.with_details(summary, details)
 
 
