@@ -282,3 +282,21 @@ def test_bad_arguments():
                            'DONE'):
     pipeline_lib.check_finished(
         beam.runners.runner.PipelineState.CANCELLED, 'DataflowRunner')
+
+
+def test_runner_failures_are_one_line_on_the_command_line(dirs, address):
+  """Beam logs a failed bundle with its traceback before the pipeline's
+  error reaches us: without --debug, only our line is on stderr."""
+  malformed = run_cli('push', '--dataset', dirs['mixed'], '--server', address,
+                      '--table', 'm', '--runner', 'DirectRunner')
+  assert malformed.returncode == 1
+  assert malformed.stderr.splitlines() == [
+      'rlds-reverb: error: The Beam pipeline failed on DirectRunner: '
+      'MalformedEpisodeError: Terminal step must be the last step of an '
+      'episode. (episode 2, step 1)']
+  unknown = run_cli('push', '--dataset', dirs['mixed'], '--server', address,
+                    '--table', 'm', '--runner', 'NoSuchRunner')
+  assert unknown.returncode == 2
+  [line] = unknown.stderr.splitlines()
+  assert line.startswith('rlds-reverb: error: --runner: Unexpected pipeline '
+                         'runner: NoSuchRunner. Valid values are ')
