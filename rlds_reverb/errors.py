@@ -68,3 +68,13 @@ class PipelineFailedError(RldsReverbError):
 
 class MixedReplayError(RldsReverbError, ValueError):
   """A mixed replay cannot be built: bad fraction, tables that do not fit."""
+
+
+class FeaturesError(RldsReverbError, ValueError):
+  """Specs that TFDS features cannot hold, or an episode that does not fit a
+  dataset's features (raised before any of the episode is written)."""
+
+
+class DatasetDirectoryError(RldsReverbError, ValueError):
+  """A directory cannot be written, appended to or recovered as an RLDS
+  dataset: not one, another dataset, missing or misnamed record files."""
