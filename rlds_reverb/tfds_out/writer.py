@@ -22,6 +22,7 @@ from typing import Any, Mapping, Optional
 
 import tensorflow_datasets as tfds
 
+from rlds_reverb import files
 from rlds_reverb.errors import DatasetDirectoryError
 from rlds_reverb.tfds_out import encode
 from rlds_reverb.tfds_out import layout
@@ -224,8 +225,13 @@ def _check_options(version, shard_episodes, shard_seconds, durability) -> None:
 
 
 def _create(directory: str, features, name: str, version: str):
-  """A new dataset's files in an empty (or new) directory; its info."""
-  if os.path.isdir(directory) and os.listdir(directory):
+  """A new dataset's files in an empty (or new) directory; its info.
+
+  features.json is written first, then dataset_info.json (by the caller):
+  a directory holding only the first (and temporaries) is a creation that
+  was interrupted, and is created again.
+  """
+  if os.path.isdir(directory) and set(os.listdir(directory)) - _CREATION_FILES:
     holds = ('a dataset; pass append=True to add episodes to it'
              if os.path.isfile(os.path.join(directory, layout.INFO_FILE))
              else 'files other than a dataset')
@@ -234,4 +240,10 @@ def _create(directory: str, features, name: str, version: str):
   os.makedirs(directory, exist_ok=True)
   layout.write_features(directory, features)
   return layout.new_info(name, version)
+
+
+# What an interrupted `_create` may leave.
+_CREATION_FILES = frozenset([
+    layout.FEATURES_FILE, files.temporary_path(layout.FEATURES_FILE),
+    files.temporary_path(layout.INFO_FILE)])
 
