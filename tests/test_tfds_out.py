@@ -30,6 +30,7 @@ from rlds_reverb.tfds_out import features_from_specs  # pylint: disable=g-import
 from rlds_reverb.tfds_out import ImageEncoding  # pylint: disable=g-import-not-at-top
 from rlds_reverb.tfds_out import layout  # pylint: disable=g-import-not-at-top
 from tests import dataset_shapes  # pylint: disable=g-import-not-at-top
+from tests import rlds_data  # pylint: disable=g-import-not-at-top
 from tests import rlds_dirs  # pylint: disable=g-import-not-at-top
 
 FLAGS = {name: tf.TensorSpec([], tf.bool)
@@ -229,6 +230,51 @@ def test_python_values_are_taken_as_tfds_takes_them():
       features.get_serialized_info())
   assert encode.EpisodeEncoder(features).encode(loose, 'Episode 0') == (
       serializer.serialize_example(features.encode_example(loose)))
+
+
+def extremes_features():
+  return tfds.features.FeaturesDict({'steps': tfds.features.Dataset({
+      'observation': {
+          'int64': tfds.features.Tensor(shape=(3,), dtype=np.int64),
+          'int32': np.int32, 'int8': np.int8, 'uint16': np.uint16,
+          'uint32': np.uint32, 'float64': np.float64, 'float16': np.float16,
+          'raw_frame': tfds.features.Tensor(shape=(4, 4, 3), dtype=np.uint8)},
+      'action': tfds.features.Tensor(shape=(2,), dtype=np.float32),
+      'is_first': np.bool_, 'is_last': np.bool_, 'is_terminal': np.bool_})})
+
+
+def extremes_episode():
+  """Values at the edges of each varint size and of float32."""
+  edges = [0, 1, 127, 128, 16383, 16384, 2**31 - 1, -1, -2**31, 2**62,
+           2**63 - 1, -2**63]
+  floats = [0.0, -0.0, 1e-45, 3.4028235e38, np.inf, -np.inf, np.nan, 1 / 3]
+  length = len(edges)
+  rng = np.random.default_rng(0)
+  return {'steps': {
+      'observation': {
+          'int64': np.array([[e, -e if e > -2**63 else 0, e // 3]
+                             for e in edges], np.int64),
+          'int32': np.array([max(min(e, 2**31 - 1), -2**31) for e in edges],
+                            np.int32),
+          'int8': np.array([max(min(e, 127), -128) for e in edges], np.int8),
+          'uint16': np.array([max(min(e, 65535), 0) for e in edges], np.uint16),
+          'uint32': np.array([max(min(e, 2**32 - 1), 0) for e in edges],
+                             np.uint32),
+          'float64': np.array((floats * 2)[:length], np.float64),
+          'float16': np.array(([0.0, -0.0, 6e-8, 65504.0, np.inf, np.nan, 1 / 3]
+                               * 2)[:length], np.float16),
+          'raw_frame': rng.integers(0, 256, (length, 4, 4, 3), dtype=np.uint8)},
+      'action': np.array([[f, -f] for f in (floats * 2)[:length]], np.float32),
+      **rlds_data.flags(length)}}
+
+
+def test_numbers_at_every_edge_encode_to_the_bytes_tfds_writes():
+  features = extremes_features()
+  episode = extremes_episode()
+  serializer = example_serializer.ExampleSerializer(
+      features.get_serialized_info())
+  assert encode.EpisodeEncoder(features).encode(episode, 'Episode 0') == (
+      serializer.serialize_example(features.encode_example(episode)))
 
 
 FEATURES_WRITER_CANNOT_STORE = {
