@@ -13,7 +13,11 @@ Readers (TFDS, `rlds_reverb.load`, the CLI) see registered shards only: the
 episodes of the open shard appear when it closes, or after `recover` if the
 process died. Killed at any point, the directory holds every episode whose
 `write` returned; `recover` (run by `append=True`) registers them and cuts
-the episode that was being written. One writer per directory at a time.
+the episode that was being written.
+
+Limits: one writer per directory at a time (nothing locks it); TFDS refuses
+to read a split with no episode ("Shard empty"); an episode's images share
+one size; a split holds at most 99,999 shards (TFDS's file names).
 """
 
 import os
@@ -42,6 +46,10 @@ class EpisodeWriter:
 
   Reads back with `tfds.builder_from_directory('/data/run1')` and
   `rlds_reverb.load('/data/run1')`, in the order written.
+
+  Attributes:
+    directory: where the dataset is.
+    recovery: what `append=True` recovered (`Recovery`), else None.
   """
 
   def __init__(
