@@ -11,7 +11,7 @@
 TFDS's writers encode an episode step by step in Python (`Dataset` feature:
 one `encode_example` per step, then stacked into lists). A column of
 [T, ...] values becomes the same list, so the bytes are those TFDS writes,
-20x faster on 1,000-step vector episodes (benchmarks/rlds_write.py). Every
+20-40x faster on 1,000-step vector episodes (benchmarks/rlds_write.py). Every
 check runs before anything is written.
 """
 
