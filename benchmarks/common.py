@@ -89,7 +89,8 @@ def machine() -> str:
 FRAME_SHAPE = (72, 96, 3)
 
 
-def frame_episode_arrays(num_steps: int, seed: int) -> dict:
+def frame_episode_arrays(num_steps: int, seed: int,
+                         frame_shape=FRAME_SHAPE) -> dict:
   """One DMLab-shaped episode: frames of a blocky scene, a fifth of it noise.
 
   Reverb compresses chunks with snappy, which finds repeated runs but does no
@@ -98,15 +99,15 @@ def frame_episode_arrays(num_steps: int, seed: int) -> dict:
   20.7 KB), about what TF-Agents' observer items measured in issue 13 imply.
   """
   rng = np.random.default_rng(seed)
-  height, width, _ = FRAME_SHAPE
+  height, width, _ = frame_shape
   rows = np.arange(height)[:, None, None]
   cols = np.arange(width)[None, :, None]
   channels = np.arange(3)[None, None, :]
   scene = (rows // 4 * 16 + cols // 6 * 9 + channels * 60) % 256
-  frames = np.empty((num_steps,) + FRAME_SHAPE, np.uint8)
+  frames = np.empty((num_steps,) + frame_shape, np.uint8)
   for step in range(num_steps):
     noisy = rng.random((height, width, 1)) < 0.2
-    frame = np.where(noisy, rng.integers(0, 256, FRAME_SHAPE), scene)
+    frame = np.where(noisy, rng.integers(0, 256, frame_shape), scene)
     top, left = (step * 3) % (height - 12), (step * 5 + seed * 7) % (width - 12)
     frame[top:top + 12, left:left + 12] = 250
     frames[step] = frame

@@ -95,7 +95,8 @@ __all__ = [
 
 
 _SUBPACKAGES = ('convert', 'specs', 'write', 'sources', 'cli', 'validation',
-                'stats', 'parallel', 'resume', 'checked_push', 'beam')
+                'stats', 'parallel', 'resume', 'checked_push', 'beam',
+                'tfds_out')
 
 
 def __getattr__(name: str) -> Any:

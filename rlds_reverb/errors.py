@@ -76,3 +76,13 @@ class AddressError(RldsReverbError, ValueError):
   Not HOST:PORT, a port outside 1..65535, or a port that another server
   already listens on.
   """
+
+
+class FeaturesError(RldsReverbError, ValueError):
+  """Specs that TFDS features cannot hold, or an episode that does not fit a
+  dataset's features (raised before any of the episode is written)."""
+
+
+class DatasetDirectoryError(RldsReverbError, ValueError):
+  """A directory cannot be written, appended to or recovered as an RLDS
+  dataset: not one, another dataset, missing or misnamed record files."""

@@ -1,4 +1,9 @@
-"""Whether a file can be written, asked before the work that would write it."""
+"""Files written safely: asked before the work that writes them, replaced whole.
+
+`replace_atomically` is temporary file -> fsync -> rename -> fsync of the
+directory: a reader, or a process started after a crash, finds the old
+content or the new one, never a mix.
+"""
 
 import os
 from typing import Optional
@@ -19,3 +24,28 @@ def unwritable_reason(path: str) -> Optional[str]:
   except OSError as e:
     return f'{e.strerror}: {e.filename}'
   return None
+
+
+def replace_atomically(path: str, text: str) -> None:
+  """Replaces `path` with `text` (UTF-8) in one step, durably."""
+  temporary = temporary_path(path)
+  with open(temporary, 'w', encoding='utf-8') as f:
+    f.write(text)
+    f.flush()
+    os.fsync(f.fileno())
+  os.replace(temporary, path)
+  sync_directory(os.path.dirname(path) or '.')
+
+
+def temporary_path(path: str) -> str:
+  """Where `replace_atomically` writes `path` before renaming it."""
+  return f'{path}.tmp'
+
+
+def sync_directory(path: str) -> None:
+  """Makes the directory's entries (a new or renamed file) durable."""
+  descriptor = os.open(path, os.O_RDONLY)
+  try:
+    os.fsync(descriptor)
+  finally:
+    os.close(descriptor)

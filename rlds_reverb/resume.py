@@ -63,7 +63,7 @@ def check_writable(path: str) -> None:
   written with nothing saved, and a rerun would write it all again.
   """
   reason = (files.unwritable_reason(path) or
-            files.unwritable_reason(f'{path}.tmp'))
+            files.unwritable_reason(files.temporary_path(path)))
   if reason:
     raise ResumeStateError(
         f'Resume file {path} cannot be written ({reason}). Nothing was '
@@ -72,13 +72,9 @@ def check_writable(path: str) -> None:
 
 def save(path: str, state: State) -> None:
   """Replaces `path` with `state` in one step: never a half-written file."""
-  temporary = f'{path}.tmp'
-  with open(temporary, 'w', encoding='utf-8') as f:
-    json.dump({'version': FORMAT_VERSION, **dataclasses.asdict(state)}, f,
-              indent=1, sort_keys=True)
-    f.flush()
-    os.fsync(f.fileno())
-  os.replace(temporary, path)
+  files.replace_atomically(path, json.dumps(
+      {'version': FORMAT_VERSION, **dataclasses.asdict(state)}, indent=1,
+      sort_keys=True))
 
 
 def shard_path(path: str, index: int, count: int) -> str:

@@ -1,0 +1,171 @@
+"""TFDS features for RLDS episodes, from step and episode metadata specs.
+
+    step spec (dicts/namedtuples of tf.TensorSpec or TF-Agents array specs)
+      -> checked as RLDS steps (specs.step_spec: the flags, observation, ...)
+      -> each leaf: uint8 [H, W, C], C in 1/3/4 -> Image (PNG by default)
+                    anything else               -> Tensor (fixed shape)
+      -> FeaturesDict({'steps': Dataset({...}), **metadata})
+
+Images matter: a plain uint8 Tensor feature is stored as an int64 list
+(31.7 KB per 84x84x3 step); PNG is lossless, JPEG smaller and lossy.
+Namedtuples become dicts (TFDS has no tuples: a dataset gives them back as
+dicts anyway). Only Tensor and Image features are made, the two that
+`encode.EpisodeEncoder` writes.
+"""
+
+import enum
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+from rlds_reverb.convert import to_rlds
+from rlds_reverb.errors import FeaturesError
+from rlds_reverb.specs import fields
+from rlds_reverb.specs import paths
+from rlds_reverb.specs import step_spec as step_spec_lib
+
+
+class ImageEncoding(enum.Enum):
+  """How a uint8 [H, W, C] field is stored."""
+  PNG = 'png'  # Lossless; TFDS's default.
+  JPEG = 'jpeg'  # Lossy (quality 95), smaller.
+  NONE = 'none'  # A plain Tensor: an int64 per value, large.
+
+
+Images = Union[str, ImageEncoding,
+               Mapping[str, Union[str, ImageEncoding]]]
+
+# Dtypes a tf.train.Example holds without loss of meaning (uint64 does not
+# fit its int64 lists).
+_DTYPES = (tf.bool, tf.int8, tf.int16, tf.int32, tf.int64, tf.uint8,
+           tf.uint16, tf.uint32, tf.float16, tf.float32, tf.float64,
+           tf.string)
+_IMAGE_CHANNELS = (1, 3, 4)
+
+
+def features_from_specs(
+    step_spec: Any,
+    metadata_spec: Optional[Mapping[str, Any]] = None,
+    *,
+    images: Images = ImageEncoding.PNG,
+) -> tfds.features.FeaturesDict:
+  """The features of RLDS episodes with steps of `step_spec`.
+
+  Args:
+    step_spec: one step's spec, a dict (or namedtuple) of specs with the RLDS
+      fields; nested dicts and namedtuples are fine, tuples are not.
+    metadata_spec: the spec of each episode's metadata (e.g. episode_id).
+    images: how uint8 [H, W, C] fields (C in 1, 3, 4) are stored: one
+      `ImageEncoding` (or 'png', 'jpeg', 'none') for all, or a mapping from
+      field path ('steps/observation/pixels') to encoding, PNG for the rest.
+
+  Raises:
+    StepSpecError: `step_spec` lacks an RLDS field, or has flags that are not
+      bool scalars.
+    FeaturesError: a leaf that is no spec (a tuple), a dtype or unknown
+      dimension TFDS cannot store, metadata named 'steps', or `images`
+      naming a field that is no image or an unknown encoding.
+  """
+  steps = _tensor_specs(to_rlds.as_dicts(step_spec), fields.STEPS)
+  step_spec_lib.format_of(steps)
+  metadata = _tensor_specs(to_rlds.as_dicts(metadata_spec or {}), '')
+  if fields.STEPS in metadata:
+    raise FeaturesError(
+        f"Episode metadata cannot be named '{fields.STEPS}': the steps are.")
+  encodings = _encodings(images, {fields.STEPS: steps, **metadata})
+  return tfds.features.FeaturesDict({
+      fields.STEPS: tfds.features.Dataset(
+          _features(steps, encodings, fields.STEPS)),
+      **_features(metadata, encodings, ''),
+  })
+
+
+def image_paths(specs: Mapping[str, Any]) -> Tuple[str, ...]:
+  """Paths of the leaves of `specs` (tf.TensorSpecs) that can be images."""
+  return tuple(path for path, spec in paths.flatten_with_paths(specs)
+               if _is_image(spec))
+
+
+def _tensor_specs(structure: Any, prefix: str) -> Dict[str, Any]:
+  """Dicts of `tf.TensorSpec`, checked; `prefix` names the top in errors."""
+  if not isinstance(structure, Mapping):
+    raise FeaturesError(
+        f'The {prefix or "metadata"} spec is a {type(structure).__name__}; '
+        f'expected a dict (or namedtuple) of specs.')
+  return {key: (_tensor_specs(value, _join(prefix, key))
+                if isinstance(value, Mapping)
+                else _tensor_spec(value, _join(prefix, key)))
+          for key, value in structure.items()}
+
+
+def _tensor_spec(leaf: Any, path: str) -> tf.TensorSpec:
+  """A spec with `shape` and `dtype` (TF or numpy) as a `tf.TensorSpec`."""
+  if isinstance(leaf, tuple):
+    raise FeaturesError(
+        f'{path} is a tuple: TFDS features have no tuples (use a dict or a '
+        f'namedtuple).')
+  if not hasattr(leaf, 'dtype') or not hasattr(leaf, 'shape'):
+    raise FeaturesError(f'{path} is a {type(leaf).__name__}, not a spec.')
+  spec = tf.TensorSpec(tf.TensorShape(leaf.shape), tf.as_dtype(leaf.dtype))
+  if spec.dtype not in _DTYPES:
+    raise FeaturesError(
+        f'{path} is {paths.spec_text(spec)}; TFDS stores '
+        f'{", ".join(d.name for d in _DTYPES)}.')
+  if spec.shape.rank is None or (
+      not spec.shape.is_fully_defined() and not _is_image(spec)):
+    raise FeaturesError(
+        f'{path} is {paths.spec_text(spec)}; a TFDS Tensor feature needs a '
+        f'known shape (only an image may have unknown height and width).')
+  return spec
+
+
+def _is_image(spec: tf.TensorSpec) -> bool:
+  return (spec.dtype == tf.uint8 and spec.shape.rank == 3 and
+          spec.shape[-1] in _IMAGE_CHANNELS)
+
+
+def _encodings(images: Images, specs: Dict[str, Any]) -> Dict[str, ImageEncoding]:
+  """The encoding of every image path of `specs`."""
+  candidates = image_paths(specs)
+  if not isinstance(images, Mapping):
+    encoding = _encoding(images, 'images')
+    return {path: encoding for path in candidates}
+  encodings = {path: ImageEncoding.PNG for path in candidates}
+  for path, value in images.items():
+    if path not in encodings:
+      raise FeaturesError(
+          f"images names '{path}', which is no image field (uint8 [H, W, C], "
+          f'C in 1, 3, 4); image fields: {", ".join(candidates) or "none"}.')
+    encodings[path] = _encoding(value, f"images['{path}']")
+  return encodings
+
+
+def _encoding(value: Union[str, ImageEncoding], where: str) -> ImageEncoding:
+  try:
+    return ImageEncoding(value)
+  except ValueError:
+    raise FeaturesError(
+        f'{where} is {value!r}; expected one of '
+        f'{", ".join(repr(e.value) for e in ImageEncoding)}.') from None
+
+
+def _features(specs: Dict[str, Any], encodings: Dict[str, ImageEncoding],
+              prefix: str) -> Dict[str, Any]:
+  return {key: (_features(spec, encodings, _join(prefix, key))
+                if isinstance(spec, dict)
+                else _feature(spec, encodings.get(_join(prefix, key))))
+          for key, spec in specs.items()}
+
+
+def _feature(spec: tf.TensorSpec, encoding: Optional[ImageEncoding]):
+  shape = tuple(spec.shape.as_list())
+  if encoding is None or encoding is ImageEncoding.NONE:
+    dtype = np.object_ if spec.dtype == tf.string else spec.dtype.as_numpy_dtype
+    return tfds.features.Tensor(shape=shape, dtype=dtype)
+  return tfds.features.Image(shape=shape, encoding_format=encoding.value)
+
+
+def _join(prefix: str, key: str) -> str:
+  return f'{prefix}/{key}' if prefix else key

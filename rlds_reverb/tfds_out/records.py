@@ -1,0 +1,84 @@
+"""Shard files: records appended durably, and read back to cut a torn tail.
+
+A TFRecord is its length (8 bytes), the length's CRC (4), the data and the
+data's CRC (4). A process killed while appending leaves a prefix of its last
+record; a machine that loses power may leave anything after the last fsync.
+TensorFlow's reader checks both CRCs, so `scan` finds where the readable
+records end, and `cut` drops what follows.
+"""
+
+import dataclasses
+import enum
+import os
+
+import tensorflow as tf
+
+from rlds_reverb import files
+
+# Bytes a record adds around its data: length, its CRC, the data's CRC.
+RECORD_OVERHEAD = 16
+
+
+class Durability(enum.Enum):
+  """Where an episode is when `EpisodeWriter.write` returns."""
+  FSYNC = 'fsync'  # On disk: survives a crash of the machine (~0.3-0.6 ms).
+  FLUSH = 'flush'  # With the OS: survives the process being killed.
+
+
+class ShardWriter:
+  """Appends records to a new shard file; each one flushed (and synced)."""
+
+  def __init__(self, path: str, durability: Durability):
+    self.path = path
+    self._durability = durability
+    self._writer = tf.io.TFRecordWriter(path)
+    # fsync applies to the file, whichever descriptor names it.
+    self._descriptor = os.open(path, os.O_RDONLY)
+    if durability is Durability.FSYNC:
+      files.sync_directory(os.path.dirname(path) or '.')
+
+  def append(self, record: bytes) -> None:
+    self._writer.write(record)
+    self._writer.flush()
+    if self._durability is Durability.FSYNC:
+      os.fsync(self._descriptor)
+
+  def close(self) -> None:
+    """Closes the file, synced whatever the durability: it is registered next."""
+    self._writer.close()
+    os.fsync(self._descriptor)
+    os.close(self._descriptor)
+
+
+@dataclasses.dataclass(frozen=True)
+class Scan:
+  """What a shard file holds: its readable records, and what follows them."""
+  records: int
+  data_bytes: int  # The records' data, as TFDS counts a split's bytes.
+  end: int  # Where the readable records end.
+  size: int  # The file's size; more than `end` if a record is torn.
+
+
+def scan(path: str) -> Scan:
+  """Reads `path` until its end or its first unreadable record."""
+  records = data_bytes = 0
+  iterator = iter(tf.data.TFRecordDataset(path))
+  while True:
+    try:
+      record = next(iterator)
+    except StopIteration:
+      break
+    except tf.errors.DataLossError:  # Truncated, or a CRC that fails.
+      break
+    records += 1
+    data_bytes += len(record.numpy())
+  end = data_bytes + RECORD_OVERHEAD * records
+  return Scan(records, data_bytes, end, os.path.getsize(path))
+
+
+def cut(path: str, size: int) -> None:
+  """Truncates `path` to `size` bytes, durably."""
+  with open(path, 'r+b') as f:
+    f.truncate(size)
+    f.flush()
+    os.fsync(f.fileno())

@@ -1,0 +1,89 @@
+"""Driver -> RLDS directory -> push: the items TF-Agents' observer writes.
+
+A real PyDriver feeds TF-Agents' `ReverbAddTrajectoryObserver` (2-step
+items, table 'observer') and a list; each episode's trajectories become RLDS
+steps (`to_rlds`), are written by `EpisodeWriter`, read back by
+`rlds_reverb.load` and pushed by `rlds_reverb.push` (table 'pushed') of a
+real Reverb server. The items are equal but for the one difference the
+conversion's rules make: a terminal episode's boundary trajectory (LAST ->
+FIRST) has discount 0, where the observer has the reset's 1.
+"""
+
+import os
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+
+import numpy as np  # pylint: disable=g-import-not-at-top
+import reverb  # pylint: disable=g-import-not-at-top
+from tf_agents.replay_buffers import reverb_utils  # pylint: disable=g-import-not-at-top
+
+import rlds_reverb  # pylint: disable=g-import-not-at-top
+from rlds_reverb.convert import to_rlds  # pylint: disable=g-import-not-at-top
+from rlds_reverb.specs import paths as specs_paths  # pylint: disable=g-import-not-at-top
+from rlds_reverb.tfds_out import EpisodeWriter  # pylint: disable=g-import-not-at-top
+from rlds_reverb.tfds_out import features_from_specs  # pylint: disable=g-import-not-at-top
+from tests import driver_data  # pylint: disable=g-import-not-at-top
+from tests import reverb_tables  # pylint: disable=g-import-not-at-top
+
+
+def policy_info(current, following):
+  del following
+  return current['policy_info']
+
+
+def drain_flat(address: str, table: str):
+  """Every item of an unsigned fifo table, in order: its flat leaves."""
+  client = reverb.Client(address)
+  count = reverb_tables.table_size(client, table)
+  samples = list(client.sample(table, num_samples=count,
+                               emit_timesteps=False))
+  assert reverb_tables.table_size(client, table) == 0
+  return [[np.asarray(leaf) for leaf in sample.data] for sample in samples]
+
+
+def leaf_index(trajectory_spec, name: str) -> int:
+  """Where the field `name` is among a trajectory's flat leaves."""
+  names = [name for name, _ in specs_paths.flatten_with_paths(
+      to_rlds.as_dicts(trajectory_spec))]
+  return names.index(name)
+
+
+def test_recorded_episodes_push_the_observers_items(make_server, tmp_path):
+  server = make_server([reverb_tables.fifo_table('observer'),
+                        reverb_tables.fifo_table('pushed')])
+  address = reverb_tables.address(server)
+  observer = reverb_utils.ReverbAddTrajectoryObserver(
+      reverb.Client(address), 'observer', sequence_length=2)
+  collected = driver_data.collect(10, seed=11, observers=[observer])
+  observer.close()
+  assert True in collected.terminal and False in collected.terminal
+
+  step_spec = to_rlds.rlds_step_spec(collected.trajectory_spec)
+  features = features_from_specs(step_spec)
+  with EpisodeWriter(tmp_path, features, name='recorded',
+                     shard_episodes=4) as writer:
+    for episode in collected.episodes:
+      writer.write({'steps': to_rlds.trajectories_to_steps(episode)})
+  result = rlds_reverb.push(rlds_reverb.load(os.fspath(tmp_path)), address,
+                            'pushed', policy_info_fn=policy_info)
+
+  expected = drain_flat(address, 'observer')
+  assert len(expected) == sum(len(e.step_type) - 1
+                              for e in collected.episodes)
+  discount = leaf_index(collected.trajectory_spec, 'discount')
+  first_items = np.cumsum([0] + [len(e.step_type) - 1
+                                 for e in collected.episodes])
+  for episode, terminal, first in zip(collected.episodes, collected.terminal,
+                                      first_items):
+    if terminal:  # Its last item ends with the boundary trajectory.
+      item = expected[first + len(episode.step_type) - 2]
+      assert item[discount].tolist() == [0.0, 1.0]
+      item[discount] = np.array([0.0, 0.0], np.float32)
+  pushed = drain_flat(address, 'pushed')
+  assert result.items == len(pushed) == len(expected)
+  for index, (got, want) in enumerate(zip(pushed, expected)):
+    assert len(got) == len(want)
+    for leaf, (got_leaf, want_leaf) in enumerate(zip(got, want)):
+      assert got_leaf.dtype == want_leaf.dtype, (index, leaf)
+      np.testing.assert_array_equal(got_leaf, want_leaf,
+                                    err_msg=f'item {index}, leaf {leaf}')
