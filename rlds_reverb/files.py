@@ -9,20 +9,24 @@ import os
 from typing import Optional
 
 
-def unwritable_reason(path: str) -> Optional[str]:
+def unwritable_reason(path: str, probe: Optional[str] = None
+                      ) -> Optional[str]:
   """Why `path` could not be written (a directory, no such directory, no
-  permission), or None. Leaves the file as it was: made and removed if new.
+  permission), or None. Leaves `path` as it was: an existing file is opened
+  for appending, never changed; a new one is tried by making and removing
+  `probe` (a scratch file beside it; `path` itself by default), so that a
+  reader never sees `path` empty if the caller writes it atomically.
   """
   if os.path.isdir(path):
     return 'it is a directory'
-  existed = os.path.exists(path)
+  exists = os.path.exists(path)
   try:
-    with open(path, 'ab'):
+    with open(path if exists else probe or path, 'ab'):
       pass
-    if not existed:
-      os.remove(path)
+    if not exists:
+      os.remove(probe or path)
   except OSError as e:
-    return f'{e.strerror}: {e.filename}'
+    return f'{e.strerror}: {path}'
   return None
 
 

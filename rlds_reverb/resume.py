@@ -62,8 +62,8 @@ def check_writable(path: str) -> None:
   Found only at the first confirmation, a bad path would leave the table
   written with nothing saved, and a rerun would write it all again.
   """
-  reason = (files.unwritable_reason(path) or
-            files.unwritable_reason(files.temporary_path(path)))
+  reason = files.unwritable_reason(
+      path, probe=files.temporary_path(path))  # Never `path` left empty.
   if reason:
     raise ResumeStateError(
         f'Resume file {path} cannot be written ({reason}). Nothing was '
