@@ -36,6 +36,7 @@ from rlds_reverb import resume as resume_lib
 from rlds_reverb import sources
 from rlds_reverb import specs
 from rlds_reverb import validation
+from rlds_reverb import whole_reads
 from rlds_reverb import wording
 from rlds_reverb.errors import DataReadError
 from rlds_reverb.errors import MalformedEpisodeError
@@ -385,7 +386,8 @@ class CheckedPush:
     if recorder is not None:
       callbacks.append(recorder.on_confirmed)
     remaining = validation.without_episodes(
-        self._data, [episode.position for episode in plan.skipped]).skip(done)
+        whole_reads.whole(self._data),
+        [episode.position for episode in plan.skipped]).skip(done)
     try:
       result = self._write(remaining, callbacks)
     except (RldsReverbError, tf.errors.OpError, ValueError,

@@ -1,7 +1,8 @@
 """Episode lengths and returns of an RLDS dataset, for `rlds-reverb inspect`.
 
-One tf.data reduce per episode (no Python per step). A return is the sum of
-an episode's rewards; a nested or vector reward is summed over all its parts.
+One episode at a time, its steps whole (no Python or function per step). A
+return is the sum of an episode's rewards; a nested or vector reward is
+summed over all its parts.
 `histogram` bins them for `inspect --plot`: a few dozen bars at most, whatever
 the data, so that drawing costs the same on 100 episodes as on a million.
 """
@@ -14,6 +15,8 @@ from typing import Dict, Optional
 import numpy as np
 import tensorflow as tf
 
+from rlds_reverb import whole_reads
+from rlds_reverb.convert import episodes as episodes_lib
 from rlds_reverb.specs import fields
 from rlds_reverb.specs import step_spec as step_spec_lib
 
@@ -34,10 +37,20 @@ class EpisodeStats:
 
 
 def episode_stats(rlds_data: tf.data.Dataset) -> EpisodeStats:
-  """Reads `rlds_data` once; empty episodes count with length and return 0."""
+  """Reads `rlds_data` once; empty episodes count with length and return 0.
+
+  Each episode's steps are read whole (image fields left encoded when the
+  data comes from `load`: a return needs none of them).
+  """
+  rlds_data = whole_reads.whole(rlds_data, images=False)
   step_format = step_spec_lib.step_format(rlds_data)
-  per_episode = rlds_data.map(functools.partial(
-      _length_and_return, step_format=step_format)).batch(1024)
+  if episodes_lib.is_whole(rlds_data):  # A map: no dataset per episode.
+    per_episode = rlds_data.map(functools.partial(
+        _whole_length_and_return, step_format=step_format))
+  else:
+    per_episode = rlds_data.flat_map(functools.partial(
+        _length_and_return, step_format=step_format))
+  per_episode = per_episode.batch(1024)
   lengths, returns = [], []
   for batch_lengths, batch_returns in per_episode.as_numpy_iterator():
     lengths.append(batch_lengths)
@@ -64,25 +77,24 @@ def _number(value):
   return int(value) if isinstance(value, int) else float(value)
 
 
-def _length_and_return(episode, step_format):
-  rewards = episode[fields.STEPS].map(
-      functools.partial(_step_reward, step_format=step_format))
-  return rewards.reduce((tf.constant(0, tf.int64), tf.constant(0.0, tf.float64)),
-                        _accumulate)
+def _length_and_return(episode, step_format) -> tf.data.Dataset:
+  """One element: (steps, the sum of every reward's parts as float64)."""
+  empty = (tf.constant(0, tf.int64), tf.constant(0.0, tf.float64))
+  sums = episodes_lib.whole_steps(episode, step_format).map(_length_and_sum)
+  return sums.concatenate(tf.data.Dataset.from_tensors(empty)).take(1)
 
 
-def _step_reward(step, step_format):
-  """The step's reward summed over all its parts, as float64 (its default,
-  0, if the data has none)."""
-  step = step_format.complete(step)
+def _whole_length_and_return(episode, step_format):
+  return _length_and_sum(episodes_lib.completed_steps(episode, step_format))
+
+
+def _length_and_sum(steps):
+  """For [T, ...] steps: T, and their rewards summed over all parts (a
+  nested or vector reward too), as float64."""
+  length = tf.shape(steps[fields.IS_FIRST], out_type=tf.int64)[0]
   parts = [tf.reduce_sum(tf.cast(leaf, tf.float64))
-           for leaf in tf.nest.flatten(step[fields.REWARD])]
-  return tf.add_n(parts) if parts else tf.constant(0.0, tf.float64)
-
-
-def _accumulate(state, reward):
-  length, total = state
-  return length + 1, total + reward
+           for leaf in tf.nest.flatten(steps[fields.REWARD])]
+  return length, tf.add_n(parts) if parts else tf.constant(0.0, tf.float64)
 
 
 # Bars of a histogram: enough to see a shape, few enough to draw fast.

@@ -26,6 +26,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from rlds_reverb import whole_reads
 from rlds_reverb.convert import episodes as episodes_lib
 from rlds_reverb.convert import step_types
 from rlds_reverb.specs import fields
@@ -85,10 +86,16 @@ def validate(rlds_data: tf.data.Dataset, strict: bool = False,
       `strict` as for `convert_rlds_to_trajectories`).
   """
   step_format = step_spec_lib.step_format(rlds_data, strict)
+  rlds_data = whole_reads.whole(rlds_data, images=False)  # Flags only.
   flag_field = invalid_flag_field(rlds_data.element_spec)
-  checked = rlds_data.enumerate().flat_map(
-      functools.partial(_episode_flags, flag_field=flag_field,
-                        step_format=step_format)).map(_check_episode)
+  episodes = rlds_data.enumerate()
+  if episodes_lib.is_whole(rlds_data):  # A map: no dataset per episode.
+    flags = episodes.map(functools.partial(
+        _whole_episode_flags, flag_field=flag_field, step_format=step_format))
+  else:
+    flags = episodes.flat_map(functools.partial(
+        _episode_flags, flag_field=flag_field, step_format=step_format))
+  checked = flags.map(_check_episode)
   episodes = steps = 0
   problems, empty, flagged, lengths = [], [], [], []
   for element in checked.prefetch(2).as_numpy_iterator():
@@ -178,6 +185,15 @@ def _episode_flags(index, episode, flag_field, step_format):
   flags = episodes_lib.whole_steps(episode, step_format).map(_flags_of)
   return flags.concatenate(tf.data.Dataset.from_tensors(empty)).take(1).map(
       functools.partial(_with_index_and_flag, index, flagged))
+
+
+def _whole_episode_flags(index, episode, flag_field, step_format):
+  """`_episode_flags` of an episode read whole: no batch, no fallback."""
+  steps = episodes_lib.completed_steps(episode, step_format)
+  flags = {name: steps[name] for name in fields.FLAGS}
+  flagged = (episode[flag_field] if flag_field is not None
+             else tf.constant(False))
+  return index, flags, flagged
 
 
 def _with_index_and_flag(index, flagged, flags):

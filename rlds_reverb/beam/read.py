@@ -31,6 +31,7 @@ import tensorflow_datasets as tfds
 
 from rlds_reverb import sources
 from rlds_reverb import specs
+from rlds_reverb import whole_reads
 from rlds_reverb.convert import episodes as episodes_lib
 from rlds_reverb.specs import fields
 
@@ -147,7 +148,11 @@ def read_part(part: Part) -> Iterator[Episode]:
 def numpy_episodes(rlds_data: tf.data.Dataset) -> Iterator[Dict[str, Any]]:
   """Each episode with its steps as [T, ...] arrays, as the conversion reads
   them (`StepFormat.complete`); empty ones too."""
+  rlds_data = whole_reads.whole(rlds_data)
   step_format = specs.step_format(rlds_data)
+  if episodes_lib.is_whole(rlds_data):  # A map: no dataset per episode.
+    return rlds_data.map(functools.partial(
+        _completed, step_format=step_format)).prefetch(2).as_numpy_iterator()
   dense = rlds_data.interleave(
       functools.partial(
           _dense_episode, step_format=step_format,
@@ -162,6 +167,12 @@ def _dense_episode(episode, step_format, empty) -> tf.data.Dataset:
       tf.data.Dataset.from_tensors(empty)).take(1)
   metadata = {k: v for k, v in episode.items() if k != fields.STEPS}
   return steps.map(functools.partial(_with_metadata, metadata=metadata))
+
+
+def _completed(episode, step_format):
+  """An episode read whole, its steps as the conversion reads them."""
+  return {**episode,
+          fields.STEPS: episodes_lib.completed_steps(episode, step_format)}
 
 
 def _with_metadata(steps, metadata):

@@ -2,7 +2,7 @@
 
     episodes --enumerate--> (index, episode)
              --interleave, in order: steps.batch(all)--> (index, steps[T])
-                                                  (empty episodes vanish)
+                   (read whole, `whole_reads`: a map)     (empty episodes vanish)
              --[StepFormat.complete: defaults, one-element fields as scalars]
              --> DenseEpisode(index, steps[T])
 
@@ -16,7 +16,8 @@ and sets `next_step` to the next episode's first step, or to the pad step
 (zeros with `is_first=True`) after the last episode. Memory: two episodes.
 
 Reading the steps one by one is the costliest part of the conversion (~5 µs
-per step here), so `_PARALLEL_EPISODES` episodes are read at once, in order.
+per step here), so `_PARALLEL_EPISODES` episodes are read at once, in order;
+episodes read whole from TFDS's records (`whole_reads`) skip it.
 No `map` runs on single steps: a `map` followed by `batch(WHOLE_EPISODE)` is
 fused by tf.data into one op that allocates the whole batch size up front and
 never returns.
@@ -55,22 +56,40 @@ def dense_episodes(
   """A dataset of `DenseEpisode`s, in order, without empty episodes.
 
   Args:
-    rlds_data: RLDS episodes.
+    rlds_data: RLDS episodes, or episodes read whole (`whole_reads`).
     step_format: the validated format of their steps (`step_format`).
     pair_episodes: give each episode the step after its last one as
       `next_step` (else `next_step` is `()`).
   """
   if not pair_episodes:
+    if is_whole(rlds_data):
+      return _whole_indexed(rlds_data, step_format).map(_as_episode)
     return _read_in_order(rlds_data, functools.partial(
         _dense_episode, step_format=step_format))
   step_spec = step_format.spec
-  with_pad = _read_in_order(rlds_data, functools.partial(
-      _indexed_steps, step_format=step_format)).concatenate(
-          tf.data.Dataset.from_tensors(
-              (tf.constant(_PAD_INDEX, tf.int64), _pad_steps(step_spec))))
+  with_pad = indexed_steps(rlds_data, step_format).concatenate(
+      tf.data.Dataset.from_tensors(
+          (tf.constant(_PAD_INDEX, tf.int64), _pad_steps(step_spec))))
   initial = (False, tf.constant(_PAD_INDEX, tf.int64),
              zero_steps(step_spec, 0))
   return with_pad.scan(initial, _hold_back).filter(_is_held).map(_as_dense)
+
+
+def indexed_steps(rlds_data: tf.data.Dataset,
+                  step_format: step_spec_lib.StepFormat) -> tf.data.Dataset:
+  """(index, steps [T, ...] as the conversion reads them) of each episode
+  with steps, in order."""
+  if is_whole(rlds_data):
+    return _whole_indexed(rlds_data, step_format)
+  return _read_in_order(rlds_data, functools.partial(
+      _indexed_steps, step_format=step_format))
+
+
+def is_whole(rlds_data: tf.data.Dataset) -> bool:
+  """Whether the episodes' steps are whole [T, ...] tensors (`whole_reads`),
+  not a dataset of steps."""
+  spec = rlds_data.element_spec
+  return isinstance(spec, dict) and isinstance(spec.get(fields.STEPS), dict)
 
 
 def whole_steps(episode, step_format: step_spec_lib.StepFormat
@@ -83,6 +102,31 @@ def whole_steps(episode, step_format: step_spec_lib.StepFormat
   """
   steps = episode[fields.STEPS].batch(WHOLE_EPISODE)
   return steps.map(step_format.complete) if step_format.changes else steps
+
+
+def completed_steps(episode, step_format: step_spec_lib.StepFormat):
+  """The steps of an episode read whole, as the conversion reads them."""
+  return step_format.complete(episode[fields.STEPS])
+
+
+def _whole_indexed(rlds_data, step_format) -> tf.data.Dataset:
+  """`indexed_steps` of episodes read whole: a map, no dataset per episode
+  (about 1 ms each)."""
+  return rlds_data.enumerate().map(functools.partial(
+      _index_and_steps, step_format=step_format)).filter(_has_steps)
+
+
+def _index_and_steps(index, episode, step_format):
+  return index, completed_steps(episode, step_format)
+
+
+def _as_episode(index, steps) -> DenseEpisode:
+  return DenseEpisode(index, steps)
+
+
+def _has_steps(index, steps) -> tf.Tensor:
+  del index
+  return tf.shape(steps[fields.IS_FIRST])[0] > 0
 
 
 def _read_in_order(rlds_data: tf.data.Dataset, read_episode) -> tf.data.Dataset:

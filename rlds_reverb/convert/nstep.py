@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 
 import tensorflow as tf
 
+from rlds_reverb import whole_reads
 from rlds_reverb.convert import episodes as episodes_lib
 from rlds_reverb.convert import step_types
 from rlds_reverb.specs import fields
@@ -94,6 +95,7 @@ def nstep_transition_blocks(
     raise ValueError(f'n must be >= 1, got {n}.')
   if not 0.0 <= discount <= 1.0:
     raise ValueError(f'discount must be in [0, 1], got {discount}.')
+  rlds_data = whole_reads.whole(rlds_data)
   dense = episodes_lib.dense_episodes(
       rlds_data, step_spec_lib.step_format(rlds_data, strict))
   return dense.map(functools.partial(_to_block, n=n, gamma=discount))

@@ -18,6 +18,7 @@ from typing import Any, Dict, NamedTuple, Optional
 import tensorflow as tf
 from tf_agents.trajectories import trajectory
 
+from rlds_reverb import whole_reads
 from rlds_reverb.convert import episodes as episodes_lib
 from rlds_reverb.convert import step_types
 from rlds_reverb.specs import fields
@@ -88,6 +89,7 @@ def _dense_episodes(rlds_data, policy_info_fn, strict) -> tf.data.Dataset:
   Fields other than the step features are batched with their episode and then
   left unused: selecting them per step would cost a function call per step.
   """
+  rlds_data = whole_reads.whole(rlds_data)
   return episodes_lib.dense_episodes(
       rlds_data, step_spec_lib.step_format(rlds_data, strict),
       pair_episodes=policy_info_fn is not None)

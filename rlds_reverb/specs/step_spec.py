@@ -88,6 +88,9 @@ _DEFAULT_NOTES = {
 def step_format(rlds_data: tf.data.Dataset, strict: bool = False) -> StepFormat:
   """The validated format of the steps of `rlds_data`'s episodes.
 
+  Steps are a `tf.data.Dataset` (RLDS), or a dict of whole [T, ...] tensors
+  (episodes read whole, `whole_reads`).
+
   Raises:
     StepSpecError (a ValueError): with TF-Agents' texts when `steps` or one of
       the step features is missing (a note names what is missing, or what
@@ -101,11 +104,24 @@ def step_format(rlds_data: tf.data.Dataset, strict: bool = False) -> StepFormat:
     error.add_note(_episode_text(episode_spec))
     raise error
   steps = episode_spec[fields.STEPS]
-  if not isinstance(steps, tf.data.DatasetSpec):
-    raise StepSpecError(
-        f"RLDS episode field '{fields.STEPS}' must be a tf.data.Dataset of "
-        f'steps, got {steps}.')
-  return format_of(steps.element_spec, strict)
+  if isinstance(steps, tf.data.DatasetSpec):
+    return format_of(steps.element_spec, strict)
+  if _is_whole(steps):
+    return format_of(tf.nest.map_structure(_one_step, steps), strict)
+  raise StepSpecError(
+      f"RLDS episode field '{fields.STEPS}' must be a tf.data.Dataset of "
+      f'steps, got {steps}.')
+
+
+def _is_whole(steps: Any) -> bool:
+  """Steps read whole (`whole_reads`): a dict of [T, ...] tensors."""
+  leaves = tf.nest.flatten(steps)
+  return isinstance(steps, dict) and bool(leaves) and all(
+      isinstance(leaf, tf.TensorSpec) and leaf.shape.rank for leaf in leaves)
+
+
+def _one_step(spec: tf.TensorSpec) -> tf.TensorSpec:
+  return tf.TensorSpec(spec.shape[1:], spec.dtype)
 
 
 def steps_spec(rlds_data: tf.data.Dataset,
