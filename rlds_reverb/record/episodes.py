@@ -106,7 +106,8 @@ def rlds_episode(trajectory: trajectory_lib.Trajectory, episode_id: int, *,
 
 
 def _total(rewards: np.ndarray) -> np.ndarray:
-  return np.asarray(rewards.sum(axis=0), rewards.dtype)
+  with np.errstate(over='ignore'):  # inf is the sum then, as TF would say.
+    return np.asarray(rewards.sum(axis=0), rewards.dtype)
 
 
 def closing_step(leaves: Sequence[Leaf],

@@ -16,6 +16,7 @@ and the command line; a process killed while recording loses no finished
 episode (`rlds-reverb recover DIR`, or `append=True`, registers them).
 """
 
+import collections.abc
 import dataclasses
 import warnings
 from typing import Any, List, Optional
@@ -141,6 +142,7 @@ class RldsRecorder:
         or holds another dataset.
       ValueError: a bad name, version, split or shard option.
     """
+    data_spec = _plain(data_spec)
     self._leaves = episodes.leaves_of(data_spec)
     self._data_spec = data_spec
     self._policy_info_field = policy_info_field
@@ -462,6 +464,17 @@ class _FinalTimeStep:
     if self._batch_size is None:
       return self._observation
     return [leaf[env] for leaf in self._observation]
+
+
+def _plain(structure: Any) -> Any:
+  """`structure` with plain dicts and namedtuples: the attributes of a
+  tf.Module (policy.trajectory_spec) come wrapped for tracking."""
+  structure = tf.nest.map_structure(lambda leaf: leaf, structure)  # Tuples.
+  if isinstance(structure, collections.abc.Mapping):  # Not typing's.
+    return {key: _plain(value) for key, value in structure.items()}
+  if isinstance(structure, tuple) and hasattr(structure, '_fields'):
+    return type(structure)(*[_plain(value) for value in structure])
+  return structure
 
 
 def _field_index(leaves: List[episodes.Leaf], field: str) -> int:
