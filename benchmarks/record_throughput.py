@@ -18,8 +18,8 @@ and 20-step episodes; 84x84x3 frames (benchmarks/common.py's blocky scene)
 in 100-step episodes stored raw (plain uint8 Tensor features, int64 lists)
 and as PNG. Each mode of each case runs in its own process (peak RSS is
 that process's VmHWM); times are medians over --repeats. Also: bytes on
-disk per step, CartPole-v1's PyDriver with and without the recorder (the
-goal: <= 5% more per step), and RSS after 300 and after 3,300 recorded
+disk per step, CartPole-v1's PyDriver with and without the recorder under
+a random and a balancing policy (the goal: <= 5% more per step), and RSS after 300 and after 3,300 recorded
 20-step episodes (flat). Rates move 2x between runs on a shared machine:
 read the ratios.
 """
@@ -231,18 +231,48 @@ def child(case: str, mode: str, repeats: int, scale: float) -> Dict[str, Any]:
           'peak_rss_mb': common.proc_status_bytes('VmHWM') / 2**20}
 
 
-def cartpole_child(repeats: int, scale: float) -> Dict[str, Any]:
-  """CartPole-v1 under a random policy: PyDriver alone and with the
-  recorder, alternated; median us per step of each while the driver runs,
-  and the recording's open and close, once per recording."""
+class BalancingPolicy(py_policy.PyPolicy):
+  """Pushes the cart toward where the pole falls: CartPole-v1 episodes of
+  hundreds of steps, many cut by the time limit (500), as a trained agent's."""
+
+  def _action(self, time_step, policy_state):
+    _, _, angle, angular_velocity = time_step.observation
+    return policy_step.PolicyStep(
+        np.int64(angle + 0.5 * angular_velocity > 0), policy_state, ())
+
+
+class TimedObserver:
+  """Calls an observer and adds up the time spent in it: what recording
+  costs within the driver's own steps, free of the run-to-run noise that a
+  difference of two runs carries."""
+
+  def __init__(self, observer):
+    self._observer, self.seconds = observer, 0.0
+
+  def __call__(self, trajectory) -> None:
+    start = time.perf_counter()
+    self._observer(trajectory)
+    self.seconds += time.perf_counter() - start
+
+
+def cartpole_child(repeats: int, scale: float,
+                   policy_kind: str) -> Dict[str, Any]:
+  """CartPole-v1 under a random (~22-step episodes) or a balancing policy:
+  PyDriver alone and with the recorder, alternated; median us per step of
+  each while the driver runs, and the recording's open and close, once per
+  recording."""
   from tf_agents.environments import suite_gym  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   from tf_agents.policies import random_py_policy  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   steps = int(5000 * scale)
   env = suite_gym.load('CartPole-v1')
   env.seed(0)
-  policy = random_py_policy.RandomPyPolicy(env.time_step_spec(),
-                                           env.action_spec(), seed=0)
-  timings = {'driver': [], 'ours': [], 'open_close_ms': []}
+  if policy_kind == 'random':
+    policy = random_py_policy.RandomPyPolicy(env.time_step_spec(),
+                                             env.action_spec(), seed=0)
+  else:
+    policy = BalancingPolicy(env.time_step_spec(), env.action_spec())
+  timings = {'driver': [], 'ours': [], 'inside_recorder': [],
+             'open_close_ms': [], 'episode_length': []}
   for _ in range(repeats):
     for mode in ('driver', 'ours'):
       with tempfile.TemporaryDirectory() as root:
@@ -251,16 +281,19 @@ def cartpole_child(repeats: int, scale: float) -> Dict[str, Any]:
         if mode == 'ours':
           recorder = RldsRecorder(os.path.join(root, 'rec'),
                                   policy.trajectory_spec, env=env)
-          observers.append(recorder)
+          observers.append(TimedObserver(recorder))
         start = time.perf_counter()
         final, _ = py_driver.PyDriver(env, policy, observers,
                                       max_steps=steps).run(env.reset())
         stop = time.perf_counter()
         timings[mode].append((stop - start) / steps * 1e6)
+        if observers:
+          timings['inside_recorder'].append(observers[0].seconds / steps * 1e6)
         if recorder is not None:
-          recorder.close(final_time_step=final)
+          summary = recorder.close(final_time_step=final)
           timings['open_close_ms'].append(
               (time.perf_counter() - stop + start - opened) * 1e3)
+          timings['episode_length'].append(summary.steps / summary.episodes)
   return {mode: statistics.median(values) for mode, values in timings.items()}
 
 
@@ -293,9 +326,9 @@ def in_child(*args: str) -> Dict[str, Any]:
   return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def measure(repeats: int, scale: float) -> Dict[str, Any]:
+def measure(repeats: int, scale: float, cases_wanted) -> Dict[str, Any]:
   cases = {}
-  for case in CASES:
+  for case in cases_wanted:
     modes = {mode: in_child('case', case, mode, str(repeats), str(scale))
              for mode in MODES}
     ours = modes['ours']['us_per_step'] - modes['driver']['us_per_step']
@@ -307,8 +340,14 @@ def measure(repeats: int, scale: float) -> Dict[str, Any]:
         'ours_steps_per_s': 1e6 / ours, 'envlogger_steps_per_s': 1e6 / theirs,
         'ratio': theirs / ours,
     }
-  cartpole = in_child('cartpole', str(max(repeats, 7)), str(scale))
-  cartpole['overhead'] = cartpole['ours'] / cartpole['driver'] - 1
+  cartpole = {}
+  for policy_kind in ('random', 'balancing'):
+    result = in_child('cartpole', str(max(repeats, 7)), str(scale),
+                      policy_kind)
+    result['overhead'] = result['ours'] / result['driver'] - 1
+    result['overhead_inside'] = result['inside_recorder'] / (
+        result['ours'] - result['inside_recorder'])
+    cartpole[policy_kind] = result
   return {'machine': common.machine(), 'repeats': repeats, 'scale': scale,
           'cases': cases, 'cartpole': cartpole,
           'memory': in_child('memory', str(scale))}
@@ -332,11 +371,15 @@ def print_report(report: Dict[str, Any]) -> None:
         "EnvLogger's steps/s; RSS: the process's peak (bare driver: "
         + ', '.join(f'{case} {row["modes"]["driver"]["peak_rss_mb"]:.0f}'
                     for case, row in report['cases'].items()) + ' MB)')
-  cartpole = report['cartpole']
-  print(f'CartPole-v1 PyDriver: {cartpole["driver"]:.0f} us/step alone, '
-        f'{cartpole["ours"]:.0f} with the recorder: '
-        f'{cartpole["overhead"]:+.1%} (goal <= +5%); opening and closing '
-        f'the recording: {cartpole["open_close_ms"]:.0f} ms once')
+  for policy_kind, cartpole in report['cartpole'].items():
+    print(f'CartPole-v1 PyDriver, {policy_kind} policy (episodes of '
+          f'{cartpole["episode_length"]:.0f} steps): '
+          f'{cartpole["driver"]:.0f} us/step alone, {cartpole["ours"]:.0f} '
+          f'with the recorder: {cartpole["overhead"]:+.1%}; time inside the '
+          f'recorder {cartpole["inside_recorder"]:.1f} us/step = '
+          f'{cartpole["overhead_inside"]:+.1%} of the rest (goal <= +5%); '
+          f'opening and closing the recording: '
+          f'{cartpole["open_close_ms"]:.0f} ms once')
   memory = report['memory']
   print(f'RSS recording 20-step episodes: {memory["rss_mb_after_300"]:.0f} MB '
         f'after 300, {memory["rss_mb_after_3300"]:.0f} MB after '
@@ -348,6 +391,10 @@ def main() -> None:
   parser.add_argument('--repeats', type=int, default=3)
   parser.add_argument('--scale', type=float, default=1.0)
   parser.add_argument('--json', metavar='FILE')
+  parser.add_argument('--cases', nargs='*', choices=tuple(CASES),
+                      default=list(CASES),
+                      help='the recording cases to run (CartPole and memory '
+                           'always run)')
   parser.add_argument('--child', nargs='+', help=argparse.SUPPRESS)
   args = parser.parse_args()
   if args.child:
@@ -356,12 +403,12 @@ def main() -> None:
       case, mode, repeats, scale = rest
       result = child(case, mode, int(repeats), float(scale))
     elif what == 'cartpole':
-      result = cartpole_child(int(rest[0]), float(rest[1]))
+      result = cartpole_child(int(rest[0]), float(rest[1]), rest[2])
     else:
       result = memory_child(float(rest[0]))
     print(json.dumps(result))
     return
-  report = measure(args.repeats, args.scale)
+  report = measure(args.repeats, args.scale, args.cases)
   print_report(report)
   if args.json:
     with open(args.json, 'w') as f:

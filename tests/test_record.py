@@ -38,6 +38,7 @@ from rlds_reverb.record import UnfinishedEpisodesWarning  # pylint: disable=g-im
 from tests import driver_data  # pylint: disable=g-import-not-at-top
 from tests import record_envs  # pylint: disable=g-import-not-at-top
 from tests import rlds_dirs  # pylint: disable=g-import-not-at-top
+from tests import test_readme  # pylint: disable=g-import-not-at-top
 
 
 def run_py_driver(directory, driver_env, policy, *, max_steps=None,
@@ -574,3 +575,23 @@ def test_a_directory_with_other_files_is_refused(tmp_path):
     RldsRecorder(tmp_path, spec_of(record_envs.random_env(0)))
   assert str(error.value) == (
       f'{tmp_path} is not empty: it holds files other than a dataset.')
+
+
+# --- The README's example. ---------------------------------------------------
+
+
+def test_the_readme_recording_example_runs(tmp_path, monkeypatch, capsys):
+  code = test_readme.python_block("## Recording an agent's experience")
+  monkeypatch.chdir(tmp_path)
+  with warnings.catch_warnings():
+    warnings.simplefilter('error', UnfinishedEpisodesWarning)
+    exec(code, {})  # pylint: disable=exec-used
+  summary, count = capsys.readouterr().out.splitlines()
+  found = re.fullmatch(r'recording: recorded (\d+) episodes, (\d+) steps '
+                       r'\([01] truncated at close\); the split has \1 '
+                       r'episodes\.', summary)
+  assert found, summary
+  assert count == f'{found[1]} episodes'
+  # 1000 driver steps, a boundary trajectory more per ended episode, and
+  # the final observation's step of the one cut.
+  assert int(found[2]) == 1000 + int(found[1])
