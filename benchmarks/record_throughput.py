@@ -6,23 +6,25 @@ backend on the same environment, in one run.
 
 The same precomputed data feeds both sides (`PoolSource`): a TF-Agents
 `PyEnvironment` stepped by a `PyDriver`, and a `dm_env.Environment` stepped
-by a plain loop (EnvLogger wraps dm_env environments). Each is timed bare
-and recording; what recording adds per step is the difference:
+by a plain loop (EnvLogger wraps dm_env environments). What recording costs
+is timed where it happens, free of the noise a difference of two runs
+carries on a shared machine:
 
-    ours       PyDriver + RldsRecorder(durability FLUSH)  - PyDriver alone
-    envlogger  loop over EnvLogger(env, TFDSBackendWriter) - loop alone
+    ours       time in the recorder's observer calls, plus opening and
+               closing it (durability FLUSH, the default)
+    envlogger  time in EnvLogger's reset and steps minus the wrapped
+               environment's own, plus opening and closing it
 
-and the recording rate is 1e6 / (us added per step). Cases: halfcheetah-
-shaped vectors (float32[17] observation, float32[6] action) in 1,000-step
-and 20-step episodes; 84x84x3 frames (benchmarks/common.py's blocky scene)
-in 100-step episodes stored raw (plain uint8 Tensor features, int64 lists)
-and as PNG. Each mode of each case runs in its own process (peak RSS is
-that process's VmHWM); times are medians over --repeats. Also: bytes on
-disk per step, CartPole-v1's PyDriver with and without the recorder under
-a random and a balancing policy (the goal: <= 5% more per step), and RSS after 300 and after 3,300 recorded
-20-step episodes (flat). Rates move 2x between runs on a shared machine:
-read the ratios.
-"""
+and the recording rate is 1e6 / (us per step). Cases: halfcheetah-shaped
+vectors (float32[17] observation, float32[6] action) in 1,000-step and
+20-step episodes; 84x84x3 frames (benchmarks/common.py's blocky scene) in
+100-step episodes stored raw (plain uint8 Tensor features, int64 lists) and
+as PNG. Each recorder of each case runs in its own process (peak RSS is that
+process's VmHWM); times are medians over --repeats. Also: bytes on disk per
+step, CartPole-v1's PyDriver with and without the recorder under a random
+and a balancing policy (the goal: <= 5% more per step), and RSS after 300
+and after 3,300 recorded 20-step episodes (flat). Rates move between runs
+on a shared machine: read the ratios."""
 
 import argparse
 import json
@@ -57,7 +59,7 @@ CASES = {  # name: (kind, episode length in transitions, driver steps, images)
     'frames_raw': ('frames', 100, 2_000, 'none'),
     'frames_png': ('frames', 100, 2_000, 'png'),
 }
-MODES = ('driver', 'ours', 'loop', 'envlogger')
+MODES = ('ours', 'envlogger')
 _ONE, _ZERO = np.float32(1), np.float32(0)  # float32 discounts, as specified.
 
 
@@ -172,37 +174,70 @@ def envlogger_config(source: PoolSource, images: str):
       reward_info=tf.float32, discount_info=tf.float32)
 
 
-def run_driver(source, steps: int, directory=None, images=None) -> None:
+def run_driver(source, steps: int, directory: str, images: str) -> float:
+  """A PyDriver recorded; the seconds spent recording: in the recorder's
+  calls, its opening and its closing."""
   env = PoolPyEnv(source)
   policy = PoolPolicy(env, source)
-  observers = []
-  recorder = None
-  if directory is not None:
-    recorder = RldsRecorder(directory, policy.trajectory_spec, name='bench',
-                            images=images or 'png')
-    observers.append(recorder)
-  final, _ = py_driver.PyDriver(env, policy, observers,
+  opened = time.perf_counter()
+  recorder = RldsRecorder(directory, policy.trajectory_spec, name='bench',
+                          images=images or 'png')
+  seconds = time.perf_counter() - opened
+  observer = TimedObserver(recorder)
+  final, _ = py_driver.PyDriver(env, policy, [observer],
                                 max_steps=steps).run(env.reset())
-  if recorder is not None:
-    recorder.close(final_time_step=final)
+  closing = time.perf_counter()
+  recorder.close(final_time_step=final)
+  return seconds + observer.seconds + time.perf_counter() - closing
 
 
-def run_loop(source, steps: int, directory=None, images=None) -> None:
-  env = PoolDmEnv(source)
-  if directory is not None:
-    import envlogger  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-    from envlogger.backends import tfds_backend_writer  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-    os.makedirs(directory)
-    writer = tfds_backend_writer.TFDSBackendWriter(
-        data_directory=directory, split_name='train',
-        ds_config=envlogger_config(source, images),
-        max_episodes_per_file=1000)
-    env = envlogger.EnvLogger(env, backend=writer)
+class TimedDmEnv(dm_env.Environment):
+  """A dm_env environment, with the seconds spent in its own steps."""
+
+  def __init__(self, env: dm_env.Environment):
+    self._env, self.seconds = env, 0.0
+
+  def reset(self):
+    start = time.perf_counter()
+    time_step = self._env.reset()
+    self.seconds += time.perf_counter() - start
+    return time_step
+
+  def step(self, action):
+    start = time.perf_counter()
+    time_step = self._env.step(action)
+    self.seconds += time.perf_counter() - start
+    return time_step
+
+  def observation_spec(self):
+    return self._env.observation_spec()
+
+  def action_spec(self):
+    return self._env.action_spec()
+
+
+def run_envlogger(source, steps: int, directory: str, images: str) -> float:
+  """A loop over EnvLogger(env); the seconds spent recording: in its steps
+  but not the environment's, its opening and its closing."""
+  import envlogger  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from envlogger.backends import tfds_backend_writer  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  inner = TimedDmEnv(PoolDmEnv(source))
+  os.makedirs(directory)
+  opened = time.perf_counter()
+  writer = tfds_backend_writer.TFDSBackendWriter(
+      data_directory=directory, split_name='train',
+      ds_config=envlogger_config(source, images), max_episodes_per_file=1000)
+  env = envlogger.EnvLogger(inner, backend=writer)
+  seconds = time.perf_counter() - opened
   actions = source.actions
+  start = time.perf_counter()
   env.reset()
   for step in range(steps):
     env.step(actions[step % POOL])
+  seconds += time.perf_counter() - start - inner.seconds
+  closing = time.perf_counter()
   env.close()
+  return seconds + time.perf_counter() - closing
 
 
 def disk_bytes(directory: str) -> int:
@@ -211,21 +246,17 @@ def disk_bytes(directory: str) -> int:
 
 
 def child(case: str, mode: str, repeats: int, scale: float) -> Dict[str, Any]:
-  """One mode of one case, `repeats` times: median seconds per step."""
+  """One recorder on one case, `repeats` times: median recording time."""
   kind, length, steps, images = CASES[case]
   steps = max(length * 2, int(steps * scale))
   source = PoolSource(kind, length)
-  run = run_driver if mode in ('driver', 'ours') else run_loop
-  records = mode in ('ours', 'envlogger')
+  run = run_driver if mode == 'ours' else run_envlogger
   seconds, on_disk = [], 0
   for repeat in range(repeats):
     with tempfile.TemporaryDirectory() as root:
-      directory = os.path.join(root, f'run{repeat}') if records else None
-      start = time.perf_counter()
-      run(source, steps, directory, images)
-      seconds.append(time.perf_counter() - start)
-      if records:
-        on_disk = disk_bytes(directory)
+      directory = os.path.join(root, f'run{repeat}')
+      seconds.append(run(source, steps, directory, images))
+      on_disk = disk_bytes(directory)
   return {'us_per_step': statistics.median(seconds) / steps * 1e6,
           'bytes_per_step': on_disk / steps,
           'peak_rss_mb': common.proc_status_bytes('VmHWM') / 2**20}
@@ -331,9 +362,8 @@ def measure(repeats: int, scale: float, cases_wanted) -> Dict[str, Any]:
   for case in cases_wanted:
     modes = {mode: in_child('case', case, mode, str(repeats), str(scale))
              for mode in MODES}
-    ours = modes['ours']['us_per_step'] - modes['driver']['us_per_step']
-    theirs = (modes['envlogger']['us_per_step'] -
-              modes['loop']['us_per_step'])
+    ours = modes['ours']['us_per_step']
+    theirs = modes['envlogger']['us_per_step']
     cases[case] = {
         'modes': modes,
         'ours_us_added': ours, 'envlogger_us_added': theirs,
@@ -367,10 +397,9 @@ def print_report(report: Dict[str, Any]) -> None:
           f'{modes["envlogger"]["bytes_per_step"]:10,.0f} '
           f'{modes["ours"]["peak_rss_mb"]:12.0f} '
           f'{modes["envlogger"]["peak_rss_mb"]:10.0f}')
-  print('us/step: added by recording (see the docstring); ratio: ours over '
-        "EnvLogger's steps/s; RSS: the process's peak (bare driver: "
-        + ', '.join(f'{case} {row["modes"]["driver"]["peak_rss_mb"]:.0f}'
-                    for case, row in report['cases'].items()) + ' MB)')
+  print('us/step: spent recording (see the docstring); ratio: ours over '
+        "EnvLogger's steps/s; RSS: the process's peak (TensorFlow and "
+        'TF-Agents loaded: ~490 MB)')
   for policy_kind, cartpole in report['cartpole'].items():
     print(f'CartPole-v1 PyDriver, {policy_kind} policy (episodes of '
           f'{cartpole["episode_length"]:.0f} steps): '
