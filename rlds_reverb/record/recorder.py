@@ -255,7 +255,8 @@ class RldsRecorder:
     step_type = leaves[self._step_type]
     next_step_type = leaves[self._next_step_type]
     if driving.batch_size is None:
-      self._advance(0, int(step_type), int(next_step_type), index)
+      if step_type != step_types.MID or next_step_type == step_types.LAST:
+        self._advance(0, int(step_type), int(next_step_type), index)
     else:
       for env in np.flatnonzero((step_type != step_types.MID) |
                                 (next_step_type == step_types.LAST)):
