@@ -31,6 +31,8 @@ setuptools.setup(
         # The tests run inspect --plot.
         'test': ['pytest>=7', 'matplotlib>=3.7,<3.10'],
         'plot': ['matplotlib>=3.7,<3.10'],
+        # EnvLogger 1.2 (1.3 needs glibc 2.38): scripts/make_cartpole_dataset.py
+        # and the benchmarks comparing with it. RldsRecorder does not use it.
         'record': ['envlogger==1.2'],
         # rlds_reverb.beam and `push --runner`. Resolved with the pins above;
         # alone on top, pip once moved protobuf to 6, which breaks TF 2.15.

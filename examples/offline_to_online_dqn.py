@@ -11,6 +11,8 @@
     cql_online  CQL-DQN on the offline table   CQL-DQN on the online table only
 
     online:  PyDriver, epsilon-greedy --ReverbAddTrajectoryObserver--> online table
+             [--record DIR: and --rlds_reverb.RldsRecorder--> DIR/VARIANT_seedS,
+              an RLDS dataset: the next experiment's offline data]
     evaluation: greedy policy, average return of 10 episodes, every 1,000 env steps
 
 Each variant runs for every seed; the curves (return against environment
@@ -22,6 +24,13 @@ environment steps each variant needed to reach an average return of 475.
     python examples/offline_to_online_dqn.py --quick          # smoke test (CI)
     python examples/offline_to_online_dqn.py --offline-only --seed 1
     python examples/offline_to_online_dqn.py --variants cql_mixed --seeds 0 1 --json runs.json
+
+Closing the loop: record the online phase, then seed a second run from the
+bundled data plus that recording (--dataset repeats; all are read as one):
+
+    python examples/offline_to_online_dqn.py --variants cql_mixed --seeds 0 --record runs/
+    python examples/offline_to_online_dqn.py --variants cql_mixed --seeds 1 \
+        --dataset bundled:cartpole --dataset runs/cql_mixed_seed0
 
 --offline-only runs only the conservative (CQL) offline phase and prints one
 JSON line {"seed", "offline_steps", "offline_return"}. Seeds set Python's,
@@ -68,6 +77,8 @@ SEQUENCE_LENGTH = 2  # One transition per item: what DqnAgent trains on.
 GOAL = 475.0  # Average return counted as solved (CartPole-v1's threshold).
 MAX_RETURN = 500.0  # CartPole-v1's time limit.
 OFFLINE_TABLE, ONLINE_TABLE = 'offline', 'online'
+DEFAULT_DATASET = 'bundled:cartpole'
+RECORDING_NAME = 'cartpole_online'  # The recordings' TFDS dataset name.
 
 VARIANTS = {
     'scratch': 'online from scratch (DDQN, no offline data)',
@@ -132,9 +143,13 @@ def parse_args(argv=None) -> argparse.Namespace:
   parser = argparse.ArgumentParser(
       description=__doc__.splitlines()[0],
       formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument('--dataset', default='bundled:cartpole',
+  parser.add_argument('--dataset', action='append', default=None,
                       help='RLDS source for rlds_reverb.load: a TFDS directory '
-                           'of CartPole-v1 episodes (default: %(default)s)')
+                           'of CartPole-v1 episodes; repeat it to read several '
+                           f'as one (default: {DEFAULT_DATASET})')
+  parser.add_argument('--record', metavar='DIR', default=None,
+                      help='record each run\'s online phase as an RLDS '
+                           'dataset in DIR/VARIANT_seedS (RldsRecorder)')
   parser.add_argument('--variants', nargs='+', choices=tuple(VARIANTS),
                       default=list(VARIANTS))
   parser.add_argument('--seeds', nargs='+', type=int,
@@ -162,7 +177,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                         default=getattr(defaults, name))
   parser.add_argument('--verbose', action='store_true',
                       help="show TensorFlow's and Reverb's own log lines")
-  return parser.parse_args(argv)
+  args = parser.parse_args(argv)
+  if args.record and args.offline_only:
+    parser.error('--record records the online phase; --offline-only has none')
+  args.dataset = args.dataset or [DEFAULT_DATASET]
+  return args
 
 
 def budget_from(args: argparse.Namespace) -> Budget:
@@ -219,7 +238,8 @@ def make_agent(tf_env, hp: Hyperparameters,
   return agent
 
 
-def check_dataset_fits(rlds_spec, collect_data_spec, dataset: str) -> None:
+def check_dataset_fits(rlds_spec, collect_data_spec,
+                       dataset: Sequence[str]) -> None:
   """The logged steps must look like the environment's, field by field."""
   problems = [
       f'{name}: dataset {getattr(rlds_spec, name)} vs environment '
@@ -228,7 +248,7 @@ def check_dataset_fits(rlds_spec, collect_data_spec, dataset: str) -> None:
       if not _same_leaves(getattr(rlds_spec, name),
                           getattr(collect_data_spec, name))]
   if problems:
-    sys.exit(f'{dataset} does not hold {ENV_NAME} steps: '
+    sys.exit(f'{" + ".join(dataset)} does not hold {ENV_NAME} steps: '
              + '; '.join(problems))
 
 
@@ -254,19 +274,19 @@ def average_return(env, policy, episodes: int) -> float:
 class Collector:
   """Steps the environment with a driver, carrying the time step across calls."""
 
-  def __init__(self, env, policy, observer):
-    self._driver = py_driver.PyDriver(env, policy, [observer], max_steps=1)
-    self._time_step = env.reset()
+  def __init__(self, env, policy, observers):
+    self._driver = py_driver.PyDriver(env, policy, observers, max_steps=1)
+    self.time_step = env.reset()
 
   def __call__(self) -> None:
-    self._time_step, _ = self._driver.run(self._time_step)
+    self.time_step, _ = self._driver.run(self.time_step)
 
 
 class Experiment:
   """One seed's agent, environments and Reverb tables (offline, online)."""
 
-  def __init__(self, dataset: str, seed: int, hp: Hyperparameters,
-               conservative: bool):
+  def __init__(self, dataset: Sequence[str], seed: int, hp: Hyperparameters,
+               conservative: bool, record: Optional[str] = None):
     seed_everything(seed)
     self.hp = hp
     self.collect_env = make_env(seed)
@@ -281,6 +301,7 @@ class Experiment:
     self.server = reverb.Server(rlds_reverb.mixed_replay_tables(
         tensor_spec.add_outer_dim(rlds_spec), hp.online_table_size))
     self.client = reverb.Client(f'localhost:{self.server.port}')
+    self.record = record  # The online phase's recording directory, if any.
 
   def push_rlds(self, table: str) -> None:
     rlds_reverb.push(self.episodes, self.client, table,
@@ -322,8 +343,15 @@ class Experiment:
     """
     observer = reverb_utils.ReverbAddTrajectoryObserver(
         self.client, ONLINE_TABLE, sequence_length=SEQUENCE_LENGTH)
+    observers = [observer]
+    recorder = None
+    if self.record:  # env: gym's TimeLimit.truncated, read from its infos.
+      recorder = rlds_reverb.RldsRecorder(
+          self.record, self.agent.collect_data_spec, name=RECORDING_NAME,
+          env=self.collect_env)
+      observers.append(recorder)
     collect = Collector(self.collect_env, py_tf_eager_policy.PyTFEagerPolicy(
-        self.agent.collect_policy, use_tf_function=True), observer)
+        self.agent.collect_policy, use_tf_function=True), observers)
     curve = [self.point(0, budget, label)]
     for _ in range(SEQUENCE_LENGTH):
       collect()
@@ -336,6 +364,8 @@ class Experiment:
       if step % budget.eval_interval == 0 or step == budget.online_steps:
         curve.append(self.point(step, budget, label))
     observer.close()
+    if recorder is not None:  # The episode under way: written as truncated.
+      print(f'{label} {recorder.close(final_time_step=collect.time_step)}')
     return curve
 
   def point(self, env_steps: int, budget: Budget,
@@ -353,12 +383,15 @@ class Experiment:
     self.server.stop()
 
 
-def run_variant(variant: str, seed: int, dataset: str, budget: Budget,
-                hp: Hyperparameters) -> Run:
-  """The variant's offline phase, then the online phase."""
+def run_variant(variant: str, seed: int, dataset: Sequence[str],
+                budget: Budget, hp: Hyperparameters,
+                record: Optional[str] = None) -> Run:
+  """The variant's offline phase, then the online phase (recorded in
+  `record`/VARIANT_seedS if `record` is given)."""
   started = time.perf_counter()
   conservative = variant in CONSERVATIVE
-  experiment = Experiment(dataset, seed, hp, conservative)
+  experiment = Experiment(dataset, seed, hp, conservative,
+                          record=recording_dir(record, variant, seed))
   label = f'{variant:10} seed {seed}'
   try:
     offline_phase(experiment, variant, budget)
@@ -375,6 +408,11 @@ def run_variant(variant: str, seed: int, dataset: str, budget: Budget,
         + ', '.join(f'{table} {size}' for table, size in sizes.items()))
   offline_return = None if variant == 'scratch' else curve[0][1]
   return Run(variant, seed, offline_return, curve, sizes, seconds)
+
+
+def recording_dir(record: Optional[str], variant: str,
+                  seed: int) -> Optional[str]:
+  return record and os.path.join(record, f'{variant}_seed{seed}')
 
 
 def offline_phase(experiment: Experiment, variant: str,
@@ -551,7 +589,7 @@ def compare(args: argparse.Namespace) -> None:
   runs_by_variant = {variant: [] for variant in args.variants}
   for seed in seeds:
     for variant in args.variants:
-      run = run_variant(variant, seed, args.dataset, budget, hp)
+      run = run_variant(variant, seed, args.dataset, budget, hp, args.record)
       runs_by_variant[variant].append(run)
   random_value = random_return(seeds[0], budget.eval_episodes)
   data_return = float(np.mean(rlds_reverb.stats.episode_stats(

@@ -3,7 +3,8 @@
 A drop-in for `tf_agents.replay_buffers.rlds_to_reverb` (the first four names)
 plus a checked push that needs no TF-Agents observer, n-step transitions,
 RLDS sources, pushes in several processes, and mixed offline/online replay
-for offline-to-online training. Apache Beam transforms are in
+for offline-to-online training, and the way back: `RldsRecorder` records
+what a TF-Agents driver collects as an RLDS dataset. Apache Beam transforms are in
 `rlds_reverb.beam` (needs `pip install "rlds_reverb[beam]"`).
 
 Names load lazily (PEP 562): `import rlds_reverb` imports neither TensorFlow
@@ -52,6 +53,10 @@ _LAZY = {
     'mixed_replay': 'rlds_reverb.mixed',
     'mixed_replay_tables': 'rlds_reverb.mixed',
     'check_port_free': 'rlds_reverb.addresses',
+    'RldsRecorder': 'rlds_reverb.record',
+    'RecordingSummary': 'rlds_reverb.record',
+    'UnfinishedEpisodesWarning': 'rlds_reverb.record',
+    'recover': 'rlds_reverb.tfds_out',
 }
 
 __all__ = [
@@ -75,6 +80,10 @@ __all__ = [
     'mixed_replay',
     'mixed_replay_tables',
     'check_port_free',
+    'RldsRecorder',
+    'RecordingSummary',
+    'UnfinishedEpisodesWarning',
+    'recover',
     'RldsReverbError',
     'StepSpecError',
     'SignatureMismatchError',
@@ -96,7 +105,7 @@ __all__ = [
 
 _SUBPACKAGES = ('convert', 'specs', 'write', 'sources', 'cli', 'validation',
                 'stats', 'parallel', 'resume', 'checked_push', 'beam',
-                'tfds_out')
+                'tfds_out', 'record')
 
 
 def __getattr__(name: str) -> Any:

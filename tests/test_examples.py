@@ -105,11 +105,12 @@ DQN_VARIANTS = ['scratch', 'seeded', 'cql_mixed', 'cql_online']
 def test_offline_to_online_dqn_quick_compares_three_variants(tmp_path):
   curves = tmp_path / 'curves.json'
   result = run_example('offline_to_online_dqn.py', '--quick', '--json',
-                       curves, cwd=tmp_path)
+                       curves, '--record', 'recorded', cwd=tmp_path)
   assert result.returncode == 0, result.stderr
   assert result.stderr == ''  # No gym notice, no Reverb or TF log lines.
   # --quick writes no plot into the working directory unless asked.
-  assert [p.name for p in tmp_path.iterdir()] == ['curves.json']
+  assert sorted(p.name for p in tmp_path.iterdir()) == ['curves.json',
+                                                       'recorded']
   report = json.loads(curves.read_text())
   assert_plot_is_written(report, tmp_path / 'curves.png')
   assert report['budget'] == {
@@ -148,6 +149,12 @@ def test_offline_to_online_dqn_quick_compares_three_variants(tmp_path):
   assert QUICK_ONLINE_STEPS // 2 < sizes['scratch']['online'] < (
       QUICK_ONLINE_STEPS)
   assert sizes['seeded']['online'] > BUNDLED_ITEMS
+  for variant in DQN_VARIANTS:
+    collected_items = sizes[variant]['online'] - (
+        BUNDLED_ITEMS if variant == 'seeded' else 0)
+    assert_recording_holds_the_online_phase(
+        tmp_path / 'recorded' / f'{variant}_seed0', collected_items,
+        result.stdout, variant)
   # Every bundled step but each episode's last has reward 1.
   assert report['data_mean_return'] == pytest.approx(
       BUNDLED_ITEMS / BUNDLED_EPISODES)
@@ -160,6 +167,29 @@ def test_offline_to_online_dqn_quick_compares_three_variants(tmp_path):
                    r'\d+\.\d, (met|not met)$', result.stdout, re.MULTILINE)
   assert re.search(r'^goal 2, .* (met|not met)$', result.stdout,
                    re.MULTILINE)
+
+
+def assert_recording_holds_the_online_phase(directory, collected_items,
+                                            stdout, variant):
+  """--record: the online phase's episodes (the last one cut, written as
+  truncated), in steps as many as the observer's 2-step items show."""
+  line = re.search(rf'^{variant} +seed 0 \S*/{variant}_seed0: '
+                   r'recorded (\d+) episodes, (\d+) steps \((\d) truncated '
+                   r'at close\); the split has \1 episodes\.$', stdout,
+                   re.MULTILINE)
+  assert line, stdout
+  episodes = list(tfds.builder_from_directory(str(directory)).as_dataset(
+      split='train'))
+  lengths = [int(e['episode_length']) for e in episodes]
+  assert [int(e['episode_id']) for e in episodes] == list(range(len(lengths)))
+  assert (len(lengths), sum(lengths)) == (int(line[1]), int(line[2]))
+  # PyDriver's step budget does not count boundary trajectories: one per
+  # episode more (the one cut at close gets its final observation's step).
+  # Each episode of T RLDS steps gave T - 1 items, but the one cut: T - 2.
+  cut = int(line[3])
+  assert sum(lengths) == QUICK_ONLINE_STEPS + len(lengths)
+  assert sum(lengths) - len(lengths) == collected_items + cut
+  assert not episodes[-1]['terminated'] or not cut
 
 
 def assert_plot_is_written(report, path):
@@ -179,9 +209,33 @@ def assert_plot_is_written(report, path):
   assert path.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
 
 
-def test_offline_to_online_dqn_offline_only_prints_one_json_line(tmp_path):
+def cartpole_recording(directory) -> int:
+  """A random policy's CartPole-v1 steps recorded by RldsRecorder; its
+  episode count."""
+  from tf_agents.drivers import py_driver  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from tf_agents.environments import suite_gym  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from tf_agents.policies import random_py_policy  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  import rlds_reverb  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  env = suite_gym.load('CartPole-v1')
+  env.seed(0)
+  policy = random_py_policy.RandomPyPolicy(env.time_step_spec(),
+                                           env.action_spec(), seed=0)
+  recorder = rlds_reverb.RldsRecorder(str(directory), policy.trajectory_spec,
+                                      name='cartpole_online', env=env)
+  final, _ = py_driver.PyDriver(env, policy, [recorder],
+                                max_steps=60).run(env.reset())
+  return recorder.close(final_time_step=final).total_episodes
+
+
+def test_offline_to_online_dqn_offline_only_prints_one_json_line(
+    tmp_path, tmp_path_factory):
+  """Seeded from the bundled data plus a recording, as the example's
+  docstring shows (--dataset twice: read as one dataset)."""
+  recording = tmp_path_factory.mktemp('recording')
+  assert cartpole_recording(recording) > 1
   result = run_example('offline_to_online_dqn.py', '--offline-only',
-                       '--quick', '--seed', 3, cwd=tmp_path)
+                       '--quick', '--seed', 3, '--dataset', 'bundled:cartpole',
+                       '--dataset', recording, cwd=tmp_path)
   assert result.returncode == 0, result.stderr
   assert result.stderr == ''
   lines = result.stdout.splitlines()

@@ -18,6 +18,7 @@ import pytest  # pylint: disable=g-import-not-at-top
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
 from tensorflow_datasets.core import example_serializer  # pylint: disable=g-import-not-at-top
+from tensorflow_datasets.proto import tf_feature_pb2  # pylint: disable=g-import-not-at-top
 from tf_agents.specs import array_spec  # pylint: disable=g-import-not-at-top
 
 import rlds_reverb  # pylint: disable=g-import-not-at-top
@@ -29,6 +30,7 @@ from rlds_reverb.tfds_out import EpisodeWriter  # pylint: disable=g-import-not-a
 from rlds_reverb.tfds_out import features_from_specs  # pylint: disable=g-import-not-at-top
 from rlds_reverb.tfds_out import ImageEncoding  # pylint: disable=g-import-not-at-top
 from rlds_reverb.tfds_out import layout  # pylint: disable=g-import-not-at-top
+from rlds_reverb.tfds_out import wire  # pylint: disable=g-import-not-at-top
 from tests import dataset_shapes  # pylint: disable=g-import-not-at-top
 from tests import rlds_data  # pylint: disable=g-import-not-at-top
 from tests import rlds_dirs  # pylint: disable=g-import-not-at-top
@@ -275,6 +277,23 @@ def test_numbers_at_every_edge_encode_to_the_bytes_tfds_writes():
       features.get_serialized_info())
   assert encode.EpisodeEncoder(features).encode(episode, 'Episode 0') == (
       serializer.serialize_example(features.encode_example(episode)))
+
+
+INT64_LISTS = {  # Each of wire.varints' paths, and their edges.
+    'uint8': np.arange(256, dtype=np.uint8).reshape(2, 8, 16),
+    'one_byte': np.arange(128, dtype=np.int64),
+    'up_to_two_bytes': np.array([0, 127, 128, 255, 256, 0x3FFF], np.int32),
+    'more': np.array([0x4000, -1, 2**63 - 1, -2**63, 5], np.int64),
+    'empty_uint8': np.zeros((0, 3), np.uint8),
+}
+
+
+@pytest.mark.parametrize('name', INT64_LISTS)
+def test_int64_lists_are_the_bytes_protobuf_writes(name):
+  values = INT64_LISTS[name]
+  expected = tf_feature_pb2.Feature(int64_list=tf_feature_pb2.Int64List(
+      value=values.astype(np.int64).ravel().tolist())).SerializeToString()
+  assert wire.int64_feature(values) == expected
 
 
 FEATURES_WRITER_CANNOT_STORE = {

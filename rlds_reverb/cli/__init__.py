@@ -1,4 +1,4 @@
-"""The `rlds-reverb` command: demo, serve, push, validate, inspect.
+"""The `rlds-reverb` command: demo, serve, push, validate, inspect, recover.
 
     rlds-reverb [--debug] COMMAND [options]     (also: python -m rlds_reverb)
 
@@ -20,7 +20,7 @@ from typing import List, Optional
 from rlds_reverb import quiet
 from rlds_reverb.cli import output
 
-COMMANDS = ('demo', 'serve', 'push', 'validate', 'inspect')
+COMMANDS = ('demo', 'serve', 'push', 'validate', 'inspect', 'recover')
 
 _EPILOG = """\
 examples:
@@ -29,6 +29,7 @@ examples:
   rlds-reverb serve --dataset DIR --table replay --port 8000
   rlds-reverb push --dataset DIR --server localhost:8000 --table replay
   rlds-reverb inspect --dataset DIR --plot episodes.png
+  rlds-reverb recover DIR
 
 'rlds-reverb COMMAND --help' shows each command's options and examples.
 """

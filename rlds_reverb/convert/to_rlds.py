@@ -45,6 +45,7 @@ What does not round-trip:
       tuples), namedtuples as dicts of their fields.
 """
 
+import collections.abc
 from typing import Any, Dict, Mapping, Optional
 
 import numpy as np
@@ -154,7 +155,7 @@ def _as_dict(structure: Any) -> Any:
   if _is_namedtuple(structure):
     return {name: _as_dict(value)
             for name, value in zip(structure._fields, structure)}
-  if isinstance(structure, Mapping):
+  if isinstance(structure, collections.abc.Mapping):  # Faster than typing's.
     return {key: _as_dict(value) for key, value in structure.items()}
   return structure
 
@@ -197,11 +198,18 @@ def _check_lengths(arrays: trajectory_lib.Trajectory) -> None:
     raise MalformedEpisodeError(
         'The episode has no trajectories: step_type is '
         f'{np.shape(arrays.step_type)}; expected [T] with T >= 1.')
+  if all(_leads_with(leaf, length) for leaf in tree.flatten(arrays)):
+    return  # The usual case, without the cost of naming every path.
   for path, leaf in paths.flatten_with_paths(arrays._asdict()):
-    if not np.ndim(leaf) or np.shape(leaf)[0] != length:
+    if not _leads_with(leaf, length):
       raise MalformedEpisodeError(
           f'Trajectory field {path} has shape {list(np.shape(leaf))}; every '
           f'field needs the leading dimension of step_type, {length}.')
+
+
+def _leads_with(leaf, length: int) -> bool:
+  shape = np.shape(leaf)
+  return bool(shape) and shape[0] == length
 
 
 def _check_step_types(step_type: np.ndarray, next_step_type: np.ndarray):

@@ -15,6 +15,7 @@ one `encode_example` per step, then stacked into lists). A column of
 check runs before anything is written.
 """
 
+import collections.abc
 import dataclasses
 import functools
 from typing import Any, Dict, List, Mapping, Optional, Tuple
@@ -41,15 +42,15 @@ class Column:
   shape: Tuple[Optional[int], ...]  # Of one step (steps) or of the value.
   image_format: Optional[str] = None  # 'png' or 'jpeg' for Image features.
 
-  @property
+  @functools.cached_property  # Read per column per episode.
   def name(self) -> str:
     return '/'.join(self.path)
 
-  @property
+  @functools.cached_property
   def per_step(self) -> bool:
     return self.path[0] == fields.STEPS
 
-  @property
+  @functools.cached_property
   def kind(self) -> str:
     return 'O' if self.dtype == np.object_ else self.dtype.kind
 
@@ -150,7 +151,7 @@ class EpisodeEncoder:
   def _values(self, episode: Any, where: str) -> Dict[str, np.ndarray]:
     """Every column's value, checked and cast to its feature's dtype."""
     episode = to_rlds.as_dicts(episode)
-    if not isinstance(episode, Mapping):
+    if not isinstance(episode, collections.abc.Mapping):
       raise FeaturesError(
           f'{where} is a {type(episode).__name__}; expected a dict '
           f"{{'{fields.STEPS}': {{field: [T, ...] values}}, **metadata}}.")
@@ -173,7 +174,7 @@ class EpisodeEncoder:
 def _leaves(structure: Mapping[str, Any], path: Tuple[str, ...]):
   """('steps/observation/pixels', value) for each non-dict value."""
   for key, value in structure.items():
-    if isinstance(value, Mapping):
+    if isinstance(value, collections.abc.Mapping):
       yield from _leaves(value, path + (str(key),))
     else:
       yield '/'.join(path + (str(key),)), value

@@ -59,9 +59,14 @@ def int64_feature(values: np.ndarray) -> bytes:
 
 def varints(values: np.ndarray) -> bytes:
   """The varint of each value (taken as int64), concatenated."""
-  unsigned = np.asarray(values).astype(np.int64).ravel().view(np.uint64)
+  values = np.asarray(values)
+  if values.dtype == np.uint8:  # Raw frames: skip the int64 copy.
+    return _uint8_varints(values.ravel())
+  unsigned = values.astype(np.int64).ravel().view(np.uint64)
   if not unsigned.size or unsigned.max() < 0x80:  # One byte each.
     return unsigned.astype(np.uint8).tobytes()
+  if unsigned.max() < 0x4000:  # One or two bytes: raw uint8 frames.
+    return _short_varints(unsigned)
   sizes = np.ones(unsigned.shape, np.int64)
   for size in range(1, _MAX_VARINT_BYTES):
     sizes += unsigned >= np.uint64(1 << (7 * size))
@@ -73,6 +78,30 @@ def varints(values: np.ndarray) -> bytes:
     more = (sizes[has] > byte + 1).astype(np.uint64) << np.uint64(7)
     encoded[starts[has] + byte] = low_bits | more
   return encoded.tobytes()
+
+
+def _short_varints(unsigned: np.ndarray) -> bytes:
+  """Varints of values below 2**14: each value's two bytes side by side,
+  the second kept only where the value needs it (4-8x faster than the
+  general loop on 84x84x3 frames)."""
+  two = unsigned >= 0x80
+  pairs = np.empty((unsigned.size, 2), np.uint8)
+  pairs[:, 0] = (unsigned & np.uint64(0x7F)) | (two.astype(np.uint64) << 7)
+  pairs[:, 1] = unsigned >> np.uint64(7)
+  keep = np.empty((unsigned.size, 2), bool)
+  keep[:, 0] = True
+  keep[:, 1] = two
+  return pairs[keep].tobytes()
+
+
+def _uint8_varints(values: np.ndarray) -> bytes:
+  """A byte below 128 is its own varint; one above is itself (its low 7
+  bits with the continuation bit set), then 1."""
+  pairs = np.ones((values.size, 2), np.uint8)
+  pairs[:, 0] = values
+  keep = np.ones((values.size, 2), bool)
+  keep[:, 1] = values >= 0x80
+  return pairs[keep].tobytes()
 
 
 def _field(number: int, payload: bytes) -> bytes:

@@ -1,0 +1,258 @@
+"""SIGKILL a process recording a TF-Agents PyDriver at random points; recover.
+
+    python benchmarks/record_crash.py --rounds 20 [--seed 0] [--json]
+
+Each round starts a child process that records a `PyDriver` with
+`RldsRecorder(DIR, append=True, shard_episodes=3)` (the default durability,
+FLUSH: each episode handed to the OS before the driver steps again) and
+prints each episode's id once the recorder wrote it. The environment's
+episode k depends on k only (`IndexedEnv`), and the child starts at the id
+the recorder continues from, so an uninterrupted recording of the same ids
+is the reference. After a random number of printed episodes (0-6) and a
+random delay (0-40 ms) the child gets SIGKILL. Then `rlds_reverb.recover`
+(what `rlds-reverb recover DIR` and `append=True` run), and the checks of
+`rlds_write_crash.py`:
+
+    lost       finished episodes not recovered: must be 0
+    exact      the recovered records equal, byte for byte, the uninterrupted
+               recording's first records; at the end TFDS reads the same
+               values from both
+    ids        the child's ids continue from the recovered count
+
+Exit status 1 if an episode was lost or differs.
+"""
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Dict
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+
+import numpy as np  # pylint: disable=g-import-not-at-top
+import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+from tf_agents.drivers import py_driver  # pylint: disable=g-import-not-at-top
+from tf_agents.environments import py_environment  # pylint: disable=g-import-not-at-top
+from tf_agents.policies import py_policy  # pylint: disable=g-import-not-at-top
+from tf_agents.specs import array_spec  # pylint: disable=g-import-not-at-top
+from tf_agents.trajectories import policy_step  # pylint: disable=g-import-not-at-top
+from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
+
+try:
+  from benchmarks import rlds_write_crash  # pylint: disable=g-import-not-at-top
+except ImportError:  # Run as a script: this directory is on the path.
+  import rlds_write_crash  # pylint: disable=g-import-not-at-top
+from rlds_reverb import RldsRecorder  # pylint: disable=g-import-not-at-top
+from rlds_reverb import recover  # pylint: disable=g-import-not-at-top
+from rlds_reverb.tfds_out import layout  # pylint: disable=g-import-not-at-top
+
+NAME = 'recording'
+SHARD_EPISODES = 3
+MAX_FINISHED_BEFORE_KILL = 6
+MAX_DELAY_S = 0.04
+CHILD_TIMEOUT_S = 120
+
+
+class IndexedEnv(py_environment.PyEnvironment):
+  """Episode k (k = first, first + 1, ...) depends on k only: 3 + k % 5
+  transitions of a 48x48x3 frame and a vector; k % 3 == 0 ends by
+  truncation (discount 1), the others by termination."""
+
+  def __init__(self, first: int = 0, actor: int = 0):
+    super().__init__(handle_auto_reset=True)
+    self._actor = actor  # Actors' episodes differ.
+    self._episode = first - 1
+    self._count = 0
+
+  def observation_spec(self):
+    return {'pixels': array_spec.ArraySpec((48, 48, 3), np.uint8),
+            'position': array_spec.ArraySpec((3,), np.float32)}
+
+  def action_spec(self):
+    return array_spec.BoundedArraySpec((), np.int32, 0, 1)
+
+  def _reset(self):
+    self._episode += 1
+    self._count = 0
+    return ts.restart(self._observation())
+
+  def _step(self, action):
+    self._count += 1
+    reward = np.float32(int(action) + 0.5 * self._count)
+    if self._count < 3 + self._episode % 5:
+      return ts.transition(self._observation(), reward)
+    if self._episode % 3 == 0:
+      return ts.truncation(self._observation(), reward)
+    return ts.termination(self._observation(), reward)
+
+  def _observation(self):
+    rng = np.random.default_rng([self._actor, self._episode, self._count])
+    return {'pixels': rng.integers(0, 256, (48, 48, 3), np.uint8),
+            'position': rng.standard_normal(3).astype(np.float32)}
+
+
+class IndexedPolicy(py_policy.PyPolicy):
+  """Its action and policy_info follow from the observation alone."""
+
+  def __init__(self, env: IndexedEnv):
+    super().__init__(env.time_step_spec(), env.action_spec(), info_spec={
+        'log_probability': array_spec.ArraySpec((), np.float32)})
+
+  def _action(self, time_step, policy_state):
+    position = time_step.observation['position']
+    return policy_step.PolicyStep(
+        np.int32(position[0] > 0), policy_state,
+        {'log_probability': np.float32(-abs(position[1]))})
+
+
+def record(directory: str, episodes=None, on_episode=None,
+           close: bool = True, actor: int = 0) -> None:
+  """Records `episodes` more episodes (None: until killed) into `directory`,
+  appending; `on_episode(id)` after each is written. `close=False` leaves
+  the recorder as a killed one would: its last shard open."""
+  spec = IndexedPolicy(IndexedEnv()).trajectory_spec
+  recorder = RldsRecorder(directory, spec, name=NAME, append=True,
+                          shard_episodes=SHARD_EPISODES)
+  env = IndexedEnv(first=recorder.num_episodes, actor=actor)
+  observers = [recorder]
+  if on_episode is not None:
+    observers.append(lambda t: t.is_boundary() and on_episode(
+        recorder.num_episodes - 1))
+  driver = py_driver.PyDriver(env, IndexedPolicy(env), observers,
+                              max_steps=None,
+                              max_episodes=episodes or 2**62)
+  driver.run(env.reset())
+  if close:
+    recorder.close()
+
+
+def child(directory: str) -> None:
+  record(directory, on_episode=lambda index: print(index, flush=True))
+
+
+def kill_round(directory: str, rng: random.Random) -> Dict[str, Any]:
+  """Starts a child, kills it at a random point; what it had finished."""
+  process = subprocess.Popen(
+      [sys.executable, os.path.abspath(__file__), '--child', directory],
+      stdout=subprocess.PIPE, text=True)
+  wanted = rng.randint(0, MAX_FINISHED_BEFORE_KILL)
+  printed = []
+  deadline = time.monotonic() + CHILD_TIMEOUT_S
+  while len(printed) < wanted and time.monotonic() < deadline:
+    line = process.stdout.readline()
+    if not line:
+      break
+    printed.append(int(line))
+  time.sleep(rng.uniform(0, MAX_DELAY_S))
+  process.send_signal(signal.SIGKILL)
+  printed += [int(line) for line in process.stdout.read().split()]
+  process.wait()
+  return {'finished': printed, 'killed_after': len(printed)}
+
+
+class Reference:
+  """An uninterrupted recording of the same episode ids."""
+
+  def __init__(self, directory: str):
+    self.directory = directory
+    self._count = 0
+
+  def records(self, count: int):
+    if count > self._count:
+      record(self.directory, episodes=count - self._count)
+      self._count = count
+    return rlds_write_crash.shard_records(self.directory)[:count]
+
+
+def check_round(directory: str, start: int, killed: Dict[str, Any],
+                reference: Reference) -> Dict[str, Any]:
+  finished = killed['finished']
+  if not os.path.isfile(os.path.join(directory, layout.INFO_FILE)):
+    return {**killed, 'ids_continue': not finished, 'recovered': 0,
+            'lost': len(finished), 'kept_in_flight': 0, 'exact': True,
+            'readable_by_tfds': True, 'cut_bytes': 0, 'registered_shards': 0}
+  recovery = recover(directory)
+  recovered = recovery.episodes
+  return {
+      **killed,
+      'ids_continue': finished == list(range(start, start + len(finished))),
+      'recovered': recovered,
+      'lost': len([index for index in finished if index >= recovered]),
+      'kept_in_flight': recovered - start - len(finished),
+      'exact': (rlds_write_crash.shard_records(directory) ==
+                reference.records(recovered)),
+      'readable_by_tfds': tfds.builder_from_directory(
+          directory).info.splits['train'].num_examples == recovered,
+      'cut_bytes': recovery.cut_bytes,
+      'registered_shards': len(recovery.registered_shards),
+  }
+
+
+def values_equal(directory: str, reference: Reference) -> bool:
+  ours = rlds_write_crash._read_values(directory)  # pylint: disable=protected-access
+  theirs = rlds_write_crash._read_values(reference.directory)  # pylint: disable=protected-access
+  return ours == theirs[:len(ours)]
+
+
+def run(rounds: int, seed: int, directory: str) -> Dict[str, Any]:
+  rng = random.Random(seed)
+  data = os.path.join(directory, 'killed')
+  reference = Reference(os.path.join(directory, 'uninterrupted'))
+  results, start = [], 0
+  for number in range(rounds):
+    result = check_round(data, start, kill_round(data, rng), reference)
+    results.append({'round': number, **result})
+    start = result['recovered']
+  return {
+      'rounds': rounds,
+      'episodes_finished': sum(r['killed_after'] for r in results),
+      'episodes_lost': sum(r['lost'] for r in results),
+      'rounds_exact': sum(
+          r['exact'] and r['readable_by_tfds'] and r['ids_continue'] and
+          r['kept_in_flight'] in (0, 1) for r in results),
+      'rounds_with_torn_record_cut': sum(r['cut_bytes'] > 0 for r in results),
+      'rounds_with_open_shards_registered': sum(
+          r['registered_shards'] > 0 for r in results),
+      'episodes_recovered': results[-1]['recovered'] if results else 0,
+      'values_equal_uninterrupted_run': values_equal(data, reference),
+      'per_round': results,
+  }
+
+
+def main() -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+  parser.add_argument('--rounds', type=int, default=20)
+  parser.add_argument('--seed', type=int, default=0)
+  parser.add_argument('--json', action='store_true')
+  parser.add_argument('--child', help=argparse.SUPPRESS)
+  args = parser.parse_args()
+  if args.child:
+    child(args.child)
+    return 0
+  with tempfile.TemporaryDirectory() as directory:
+    summary = run(args.rounds, args.seed, directory)
+  if args.json:
+    print(json.dumps(summary, indent=1))
+  else:
+    for result in summary['per_round']:
+      print(f"round {result['round']:2d}: killed after "
+            f"{result['killed_after']} finished, recovered "
+            f"{result['recovered']} (lost {result['lost']}), cut "
+            f"{result['cut_bytes']} B, registered "
+            f"{result['registered_shards']} shards, exact {result['exact']}")
+    print({key: value for key, value in summary.items()
+           if key != 'per_round'})
+  ok = (summary['episodes_lost'] == 0 and
+        summary['rounds_exact'] == summary['rounds'] and
+        summary['values_equal_uninterrupted_run'])
+  return 0 if ok else 1
+
+
+if __name__ == '__main__':
+  sys.exit(main())
