@@ -3,7 +3,8 @@
 A drop-in for `tf_agents.replay_buffers.rlds_to_reverb` (the first four names)
 plus a checked push that needs no TF-Agents observer, n-step transitions,
 RLDS sources, pushes in several processes, and mixed offline/online replay
-for offline-to-online training. Apache Beam transforms are in
+for offline-to-online training, and the way back: `export` writes a Reverb
+table (a checkpoint's) as an RLDS dataset. Apache Beam transforms are in
 `rlds_reverb.beam` (needs `pip install "rlds_reverb[beam]"`).
 
 Names load lazily (PEP 562): `import rlds_reverb` imports neither TensorFlow
@@ -14,9 +15,11 @@ import importlib
 from typing import Any, List
 
 from rlds_reverb.errors import AddressError
+from rlds_reverb.errors import CheckpointError
 from rlds_reverb.errors import ColumnMismatchError
 from rlds_reverb.errors import DataReadError
 from rlds_reverb.errors import DatasetNotPreparedError
+from rlds_reverb.errors import ExportError
 from rlds_reverb.errors import MalformedEpisodeError
 from rlds_reverb.errors import MixedReplayError
 from rlds_reverb.errors import PipelineFailedError
@@ -52,6 +55,8 @@ _LAZY = {
     'mixed_replay': 'rlds_reverb.mixed',
     'mixed_replay_tables': 'rlds_reverb.mixed',
     'check_port_free': 'rlds_reverb.addresses',
+    'export': 'rlds_reverb.exporter',
+    'ExportReport': 'rlds_reverb.exporter',
 }
 
 __all__ = [
@@ -75,6 +80,8 @@ __all__ = [
     'mixed_replay',
     'mixed_replay_tables',
     'check_port_free',
+    'export',
+    'ExportReport',
     'RldsReverbError',
     'StepSpecError',
     'SignatureMismatchError',
@@ -91,6 +98,8 @@ __all__ = [
     'PipelineFailedError',
     'MixedReplayError',
     'AddressError',
+    'CheckpointError',
+    'ExportError',
 ]
 
 

@@ -33,6 +33,8 @@ EXPORTED = [
     'mixed_replay',
     'mixed_replay_tables',
     'check_port_free',
+    'export',
+    'ExportReport',
     'RldsReverbError',
     'StepSpecError',
     'SignatureMismatchError',
@@ -49,6 +51,8 @@ EXPORTED = [
     'PipelineFailedError',
     'MixedReplayError',
     'AddressError',
+    'CheckpointError',
+    'ExportError',
 ]
 
 DROP_INS = ['get_rlds_step_features', 'create_trajectory_data_spec',
@@ -59,7 +63,8 @@ ERRORS = ['RldsReverbError', 'StepSpecError', 'SignatureMismatchError',
           'ReverbTimeoutError', 'ServerUnavailableError', 'TableNotFoundError',
           'SourceError', 'DatasetNotPreparedError', 'ShardsFailedError',
           'MalformedEpisodeError', 'DataReadError', 'ResumeStateError',
-          'PipelineFailedError', 'MixedReplayError', 'AddressError']
+          'PipelineFailedError', 'MixedReplayError', 'AddressError',
+          'CheckpointError', 'ExportError']
 
 
 def test_all_is_pinned():

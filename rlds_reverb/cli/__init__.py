@@ -20,7 +20,7 @@ from typing import List, Optional
 from rlds_reverb import quiet
 from rlds_reverb.cli import output
 
-COMMANDS = ('demo', 'serve', 'push', 'validate', 'inspect')
+COMMANDS = ('demo', 'serve', 'push', 'validate', 'inspect', 'export')
 
 _EPILOG = """\
 examples:

@@ -9,6 +9,6 @@ dataset: the way back from a replay table to data other tools read.
     job.py       `export`: the whole job, written beside OUT, renamed at the end
 """
 
-from rlds_reverb.export.job import export
-from rlds_reverb.export.report import ExportReport
-from rlds_reverb.export.report import Fragments
+from rlds_reverb.exporter.job import export
+from rlds_reverb.exporter.report import ExportReport
+from rlds_reverb.exporter.report import Fragments

@@ -28,11 +28,11 @@ from rlds_reverb import files
 from rlds_reverb.convert import to_rlds
 from rlds_reverb.errors import CheckpointError
 from rlds_reverb.errors import ExportError
-from rlds_reverb.export import episodes as episodes_lib
-from rlds_reverb.export import items as items_lib
-from rlds_reverb.export import report as report_lib
-from rlds_reverb.export import store as store_lib
-from rlds_reverb.export import table as table_lib
+from rlds_reverb.exporter import episodes as episodes_lib
+from rlds_reverb.exporter import items as items_lib
+from rlds_reverb.exporter import report as report_lib
+from rlds_reverb.exporter import store as store_lib
+from rlds_reverb.exporter import table as table_lib
 from rlds_reverb.tfds_out import features as features_lib
 from rlds_reverb.tfds_out import records as tfds_records
 from rlds_reverb.tfds_out import writer as writer_lib

@@ -31,9 +31,9 @@ import tensorflow as tf
 
 from rlds_reverb.convert import step_types
 from rlds_reverb.errors import CheckpointError
-from rlds_reverb.export import items as items_lib
-from rlds_reverb.export import report as report_lib
-from rlds_reverb.export import store as store_lib
+from rlds_reverb.exporter import items as items_lib
+from rlds_reverb.exporter import report as report_lib
+from rlds_reverb.exporter import store as store_lib
 
 WINDOW = 4096  # Steps decoded at once per column.
 
