@@ -142,9 +142,11 @@ def _write(directory, description, spec, staging, report, losses, images):
         report.episodes += 1
         report.steps += len(values[columns.step_type])
     if report.episodes == 0:
+      lost = '; '.join(report.loss_lines()) or 'none lost'
       raise ExportError(
           f"Table '{description.name}' of {directory} holds no whole "
-          f'episode ({report.items} items): there is nothing to export.')
+          f'episode ({report.items} items; {lost}): there is nothing to '
+          f'export.')
     if report.lost:
       report.items_left_out = kept.items_left_out(
           items_path, description.name, columns.step_type, store)

@@ -59,12 +59,13 @@ class ExportReport:
   def loss_lines(self) -> List[str]:
     """One sentence per kind of loss; none when nothing was lost."""
     lines = []
-    for fragments, what in (
-        (self.missing_start, 'missing its start'),
-        (self.missing_end, 'missing its end')):
+    for fragments, what in ((self.missing_start, 'start'),
+                            (self.missing_end, 'end')):
       if fragments.count:
+        whose = 'its' if fragments.count == 1 else 'their'
         lines.append(
-            f'{wording.count(fragments.count, "episode")} {what}, left out '
+            f'{wording.count(fragments.count, "episode")} missing {whose} '
+            f'{what}, left out '
             f'({wording.count(fragments.rows, "step")})')
     if self.missing_rows.count:
       lines.append(
