@@ -21,8 +21,8 @@ import zlib
 from rlds_reverb.errors import CheckpointError
 
 # Compressed bytes read at once, and most bytes one step inflates them to.
-_READ_BYTES = 1 << 20
-_INFLATED_BYTES = 4 << 20
+READ_BYTES = 1 << 20
+INFLATED_BYTES = 4 << 20
 _HEADER = 12  # Length, its CRC.
 _FOOTER = 4  # The data's CRC.
 
@@ -76,7 +76,7 @@ class _Inflater:
     try:
       with open(self._path, 'rb') as f:
         while not decompressor.eof:
-          compressed = decompressor.unconsumed_tail or f.read(_READ_BYTES)
+          compressed = decompressor.unconsumed_tail or f.read(READ_BYTES)
           if not compressed:
             break
           yield self._inflate(decompressor, compressed)
@@ -87,7 +87,7 @@ class _Inflater:
 
   def _inflate(self, decompressor, compressed: bytes) -> bytes:
     try:
-      return decompressor.decompress(compressed, _INFLATED_BYTES)
+      return decompressor.decompress(compressed, INFLATED_BYTES)
     except zlib.error as e:
       raise CheckpointError(
           f'{self._path} is not a readable zlib-compressed TFRecord file '

@@ -6,7 +6,8 @@
     one, and TF-Agents' observer puts each in its own):
       runs     steps present in every column; the gaps between them are
                missing rows                                   (`ReverbEpisode`)
-      windows  each column's rows of <= WINDOW steps, decoded chunk by chunk
+      windows  each column's rows of a window (WINDOW_BYTES of steps, at
+               most WINDOW_STEPS), decoded chunk by chunk
       cut      FIRST ... LAST is an episode; LAST -> LAST alone is one of one
                step; a LAST after an episode's end is padding; anything else
                is a fragment missing its start or its end     (`_Cutter`)
@@ -35,7 +36,9 @@ from rlds_reverb.exporter import items as items_lib
 from rlds_reverb.exporter import report as report_lib
 from rlds_reverb.exporter import store as store_lib
 
-WINDOW = 4096  # Steps decoded at once per column.
+WINDOW_STEPS = 4096  # Most steps decoded at once per column,
+WINDOW_BYTES = 8 << 20  # and about this many bytes of rows of all columns.
+_STRING_BYTES = 64  # What a string is counted for, in a window.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +79,18 @@ class Columns:
   specs: Sequence[tf.TensorSpec]
   step_type: int
   next_step_type: int
+
+  def window_steps(self) -> int:
+    """Steps decoded at once: WINDOW_BYTES of rows, 1 to WINDOW_STEPS."""
+    step_bytes = sum(_row_bytes(spec) for spec in self.specs)
+    return int(min(WINDOW_STEPS, max(1, WINDOW_BYTES // max(step_bytes, 1))))
+
+
+def _row_bytes(spec: tf.TensorSpec) -> int:
+  """The bytes of one row of a column (strings counted as _STRING_BYTES)."""
+  size = _STRING_BYTES if spec.dtype == tf.string else spec.dtype.size
+  return int(np.prod([d or 1 for d in spec.shape.as_list()], dtype=np.int64)
+             ) * size
 
 
 class ReverbEpisode:
@@ -200,6 +215,7 @@ class _Cutter:
     self._episode = episode
     self._columns = columns
     self._losses = losses
+    self._window_steps = columns.window_steps()
 
   def episodes(self, first: int, last: int
                ) -> Iterator[Tuple[int, List[np.ndarray]]]:
@@ -208,8 +224,9 @@ class _Cutter:
     self._held: List[List[np.ndarray]] = []  # Its rows of earlier windows.
     self._after_end = False  # The previous row ended an episode (or pad).
     self._orphans = False  # Inside a fragment missing its start.
-    for window in range(first, last + 1, WINDOW):
-      yield from self._window(window, min(window + WINDOW - 1, last))
+    size = self._window_steps
+    for window in range(first, last + 1, size):
+      yield from self._window(window, min(window + size - 1, last))
     if self._open is not None:
       self._losses.missing_end(last - self._open + 1,
                                self._episode.where(self._open, last))

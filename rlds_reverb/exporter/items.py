@@ -10,8 +10,8 @@ A chunk does not say which column it holds; the items that reference it do
              order in which the data was written (Reverb's episode ids are
              random)
 
-Memory: 22 bytes per distinct (chunk, tensor), in numpy arrays, merged every
-`_BATCH` slices; nothing per item. The items themselves are read again only
+Memory: 24 bytes per distinct (chunk, tensor), in numpy arrays (a batch of
+`_BATCH` rows, reduced, then merged); nothing per item. The items themselves are read again only
 to count those a loss left out (`rows_of_items`).
 """
 
@@ -26,7 +26,10 @@ from rlds_reverb.checkpoints import schema
 from rlds_reverb.errors import CheckpointError
 from rlds_reverb.errors import ExportError
 
-_BATCH = 1 << 16
+_BATCH = 1 << 13
+# One (chunk, tensor) an item references, as `ChunkColumns`' arrays.
+_ENTRY = np.dtype([('keys', np.uint64), ('tensors', np.int32),
+                   ('columns', np.int32), ('times', np.int64)])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,42 +110,58 @@ def rows_of_items(path: str, table: str, column: int
 
 class _Builder:
   """Collects (chunk, tensor, column, time) and keeps one row per
-  (chunk, tensor), checking that its column never changes."""
+  (chunk, tensor), checking that its column never changes.
+
+  Rows go into a numpy batch of _BATCH; full batches are kept reduced, and
+  merged with the rest once they hold as many rows as the merged arrays
+  (each row is sorted O(log n) times; no Python object per row).
+  """
 
   def __init__(self, table: str, path: str):
     self._table = table
     self._path = path
-    self._pending: List[tuple] = []
-    self._merged = tuple(np.empty(0, dtype) for dtype in
-                         (np.uint64, np.int32, np.int32, np.int64))
+    self._batch = np.empty(_BATCH, _ENTRY)
+    self._filled = 0
+    self._reduced: List[np.ndarray] = []  # Full batches, reduced.
+    self._reduced_rows = 0
+    self._merged = np.empty(0, _ENTRY)
     self.count = 0
 
   def add(self, key: Tuple[int, int], column: int, time: int) -> None:
-    self._pending.append((key[0], key[1], column, time))
-    if len(self._pending) >= _BATCH:
-      self._merge()
+    self._batch[self._filled] = (key[0], key[1], column, time)
+    self._filled += 1
+    if self._filled == _BATCH:
+      self._reduce_batch()
 
   def result(self) -> ChunkColumns:
+    self._reduce_batch()
     self._merge()
-    return ChunkColumns(*self._merged, items=self.count)
+    merged = self._merged
+    return ChunkColumns(*(np.ascontiguousarray(merged[name])
+                          for name in _ENTRY.names), items=self.count)
+
+  def _reduce_batch(self) -> None:
+    if not self._filled:
+      return
+    reduced = self._unique(self._batch[:self._filled])
+    self._filled = 0
+    self._reduced.append(reduced)
+    self._reduced_rows += len(reduced)
+    if self._reduced_rows >= len(self._merged):
+      self._merge()
 
   def _merge(self) -> None:
-    if not self._pending:
+    if not self._reduced:
       return
-    keys, tensors, columns, times = zip(*self._pending)
-    self._pending = []
-    batch = (np.array(keys, np.uint64), np.array(tensors, np.int32),
-             np.array(columns, np.int32), np.array(times, np.int64))
-    self._merged = self._unique(tuple(
-        np.concatenate([merged, new]) for merged, new in
-        zip(self._merged, batch)))
+    self._merged = self._unique(np.concatenate([self._merged] +
+                                               self._reduced))
+    self._reduced, self._reduced_rows = [], 0
 
-  def _unique(self, arrays):
+  def _unique(self, rows: np.ndarray) -> np.ndarray:
     """One row per (key, tensor): the earliest time; columns must agree."""
-    keys, tensors, columns, times = arrays
-    order = np.lexsort((times, tensors, keys))
-    keys, tensors, columns, times = (a[order] for a in arrays)
-    first = np.ones(len(keys), bool)
+    rows = rows[np.lexsort((rows['times'], rows['tensors'], rows['keys']))]
+    keys, tensors, columns = rows['keys'], rows['tensors'], rows['columns']
+    first = np.ones(len(rows), bool)
     first[1:] = (keys[1:] != keys[:-1]) | (tensors[1:] != tensors[:-1])
     group_column = columns[first][np.cumsum(first) - 1]
     wrong = np.flatnonzero(columns != group_column)
@@ -152,4 +171,4 @@ class _Builder:
           f"Table '{self._table}': chunk {keys[at]} is column "
           f'{group_column[at]} in one item and column {columns[at]} in '
           f'another: the items are not trajectories of one spec.')
-    return keys[first], tensors[first], columns[first], times[first]
+    return rows[first]

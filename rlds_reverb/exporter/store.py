@@ -30,7 +30,8 @@ from rlds_reverb.checkpoints import schema
 from rlds_reverb.checkpoints import tensors as tensors_lib
 from rlds_reverb.errors import CheckpointError
 
-_BATCH = 1024  # Chunk records looked up at once.
+BATCH_CHUNKS = 1024  # Chunk records looked up at once at most,
+BATCH_BYTES = 8 << 20  # and about this many bytes of them.
 # One index row per chunk, as `ChunkIndex`'s fields.
 _ROW = np.dtype([('keys', np.uint64), ('episodes', np.uint64),
                  ('starts', np.int64), ('ends', np.int64),
@@ -110,12 +111,13 @@ class ChunkStore:
   def _copy_wanted(self, wanted: np.ndarray) -> ChunkIndex:
     rows: List[np.ndarray] = []  # Structured arrays of _ROW, per batch.
     offset = 0
-    batch = []
+    batch, batch_bytes = [], 0
     for record in records.read_records(self.path):
       batch.append(record)
-      if len(batch) == _BATCH:
+      batch_bytes += len(record)
+      if len(batch) == BATCH_CHUNKS or batch_bytes >= BATCH_BYTES:
         offset = self._copy_batch(batch, wanted, offset, rows)
-        batch = []
+        batch, batch_bytes = [], 0
     self._copy_batch(batch, wanted, offset, rows)
     self._file.flush()
     return self._index(rows, wanted)
