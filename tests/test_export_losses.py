@@ -63,11 +63,19 @@ def _split(lengths, kept_items: int, newest: bool):
   return whole, kept_items - int(np.sum(order[:whole]))
 
 
-def test_eviction_loses_starts_counted_exactly(bundled, tmp_path):
-  steps, lengths, spec = bundled
-  server = _pushed_and_checkpointed(tmp_path, spec, 1, max_size=3000)
+@pytest.fixture(scope='module')
+def evicted(bundled, tmp_path_factory):
+  """A checkpoint of the bundled set pushed into a table of 3,000 items."""
+  server = _pushed_and_checkpointed(tmp_path_factory.mktemp('evicted'),
+                                    bundled[2], 1, max_size=3000)
   directory = export_data.checkpoint(server)
   server.stop()
+  return directory
+
+
+def test_eviction_loses_starts_counted_exactly(bundled, evicted, tmp_path):
+  steps, lengths, _ = bundled
+  directory = evicted
 
   report = rlds_reverb.export('replay', tmp_path / 'out',
                               checkpoint=directory)
@@ -137,21 +145,16 @@ def test_push_chunks_keep_every_row_of_items_sampled_away(bundled, tmp_path):
   assert (report.items_removed, report.lost) == (6000, False)
 
 
-def test_strict_refuses_a_loss_writing_nothing(bundled, tmp_path):
-  _, _, spec = bundled
-  server = _pushed_and_checkpointed(tmp_path, spec, 1, max_size=3000)
-  directory = export_data.checkpoint(server)
-  server.stop()
-
+def test_strict_refuses_a_loss_writing_nothing(evicted, tmp_path):
   with pytest.raises(rlds_reverb.ExportError) as raised:
-    rlds_reverb.export('replay', tmp_path / 'out', checkpoint=directory,
+    rlds_reverb.export('replay', tmp_path / 'out', checkpoint=evicted,
                        strict=True)
 
   assert re.fullmatch(
       r"Table 'replay' did not come back whole: \d+ steps missing \(steps "
       r'0-\d+ of Reverb episode \d+\); strict export writes nothing then\.',
       str(raised.value))
-  assert sorted(os.listdir(tmp_path)) == ['ckpt']
+  assert os.listdir(tmp_path) == []
 
 
 def test_rows_past_the_last_item_are_lost_with_their_episode(tmp_path):

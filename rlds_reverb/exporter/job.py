@@ -238,9 +238,9 @@ def _checkpoint_of_server(address: str, table: str, timeout: float) -> str:
     path = client.checkpoint()
   except ValueError as e:
     raise ExportError(
-        f'The Reverb server at {address} has no checkpointer ({e}): start it '
-        f'with one (rlds-reverb serve --checkpoint-dir DIR) to export '
-        f'without sampling the table.') from e
+        f'The Reverb server at {address} has no checkpointer ("'
+        f'{str(e).rstrip(".")}"): start it with one (rlds-reverb serve '
+        f'--checkpoint-dir DIR) to export without sampling the table.') from e
   if not os.path.isfile(os.path.join(path, checkpoints.DONE)):
     raise ExportError(
         f'The Reverb server at {address} wrote its checkpoint to {path}, '
