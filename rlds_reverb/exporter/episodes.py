@@ -24,6 +24,7 @@ a chunk.
 """
 
 import dataclasses
+import functools
 import heapq
 from typing import Iterator, List, Optional, Sequence, Tuple
 
@@ -80,10 +81,22 @@ class Columns:
   step_type: int
   next_step_type: int
 
+  @functools.cached_property
+  def row_kinds(self) -> List[Tuple[np.dtype, Tuple[Optional[int], ...]]]:
+    """Per column: the numpy dtype and shape (None: any size) of a row."""
+    return [(np.dtype(object if spec.dtype == tf.string
+                      else spec.dtype.as_numpy_dtype),
+             tuple(spec.shape.as_list())) for spec in self.specs]
+
   def window_steps(self) -> int:
     """Steps decoded at once: WINDOW_BYTES of rows, 1 to WINDOW_STEPS."""
     step_bytes = sum(_row_bytes(spec) for spec in self.specs)
     return int(min(WINDOW_STEPS, max(1, WINDOW_BYTES // max(step_bytes, 1))))
+
+
+def _fits(shape: Tuple[int, ...], expected: Tuple[Optional[int], ...]) -> bool:
+  return len(shape) == len(expected) and all(
+      e is None or e == d for d, e in zip(shape, expected))
 
 
 def _row_bytes(spec: tf.TensorSpec) -> int:
@@ -158,18 +171,15 @@ class ReverbEpisode:
 
   def _check_chunk(self, column: int, piece: int, values: np.ndarray) -> None:
     part = self._pieces[column]
-    spec = self._columns.specs[column]
     steps = int(part.ends[piece] - part.starts[piece] + 1)
-    dtype = np.dtype(object if spec.dtype == tf.string
-                     else spec.dtype.as_numpy_dtype)
-    if (values.dtype != dtype or values.shape[:1] != (steps,) or
-        not spec.shape.is_compatible_with(values.shape[1:])):
+    dtype, shape = self._columns.row_kinds[column]
+    if (values.dtype != dtype or len(values) != steps or
+        not _fits(values.shape[1:], shape)):
       key = self._store.index.keys[part.positions[piece]]
       raise CheckpointError(
           f'{self._store.path}: chunk {key} holds {values.dtype.name}'
           f'{list(values.shape)}; column {column} of the signature is '
-          f'{dtype.name}{spec.shape.as_list()} and its range says {steps} '
-          f'steps.')
+          f'{dtype.name}{list(shape)} and its range says {steps} steps.')
 
   def _check_no_overlap(self, column: int, part: Pieces) -> None:
     overlap = np.flatnonzero(part.starts[1:] <= part.ends[:-1])
