@@ -10,9 +10,11 @@ A chunk does not say which column it holds; the items that reference it do
              order in which the data was written (Reverb's episode ids are
              random)
 
-Memory: 24 bytes per distinct (chunk, tensor), in numpy arrays (a batch of
-`_BATCH` rows, reduced, then merged); nothing per item. The items themselves are read again only
-to count those a loss left out (`rows_of_items`).
+Items are read in batches, each field of every item of a batch at once
+(`checkpoints.wire`). Memory: a batch, and 24 bytes per distinct (chunk,
+tensor) in numpy arrays; nothing per item. The items are read again (by
+protobuf, one by one) only to count those a loss left out
+(`rows_of_items`).
 """
 
 import dataclasses
@@ -23,10 +25,17 @@ import numpy as np
 
 from rlds_reverb.checkpoints import records
 from rlds_reverb.checkpoints import schema
+from rlds_reverb.checkpoints import wire
 from rlds_reverb.errors import CheckpointError
 from rlds_reverb.errors import ExportError
 
-_BATCH = 1 << 13
+_ITEMS = 1 << 13  # Item records read at once.
+# Field numbers (schema.FIELDS): PrioritizedItem, FlatTrajectory, Column,
+# ChunkSlice.
+_KEY, _TABLE, _DEPRECATED_RANGE, _INSERTED_AT, _FLAT_TRAJECTORY = 1, 2, 4, 7, 8
+_COLUMNS = 1
+_CHUNK_SLICES, _SQUEEZE = 1, 2
+_CHUNK_KEY, _INDEX = 1, 4
 # One (chunk, tensor) an item references, as `ChunkColumns`' arrays.
 _ENTRY = np.dtype([('keys', np.uint64), ('tensors', np.int32),
                    ('columns', np.int32), ('times', np.int64)])
@@ -45,6 +54,9 @@ class ChunkColumns:
 def index(path: str, table: str, num_columns: int) -> ChunkColumns:
   """The (chunk, tensor) -> column map of the items of `table` in `path`.
 
+  Items are read in batches of _ITEMS, their fields by numpy (`wire`): no
+  Python work per item but its record's framing.
+
   Raises:
     ExportError: an item of another number of columns, a squeezed column
       (no time axis), or a chunk that two items use as different columns.
@@ -52,32 +64,123 @@ def index(path: str, table: str, num_columns: int) -> ChunkColumns:
       Reverb older than 2021.
   """
   builder = _Builder(table, path)
-  last_keys = [None] * num_columns
-  last_time = -1
-  for item in _items(path, table):
-    time = item.inserted_at.seconds * 1_000_000_000 + item.inserted_at.nanos
-    columns = item.flat_trajectory.columns
-    if len(columns) != num_columns:
-      raise ExportError(
-          f"Item {item.key} of table '{table}' has {len(columns)} columns; "
-          f'its signature has {num_columns} fields: the items are not '
-          f'trajectories of the signature.')
-    ordered = time >= last_time
-    for column_index, column in enumerate(columns):
-      if column.squeeze:
-        raise ExportError(
-            f"Item {item.key} of table '{table}' squeezes column "
-            f'{column_index} (no time axis): its items are single steps, not '
-            f'sequences of trajectories.')
-      for chunk_slice in column.chunk_slices:
-        key = (chunk_slice.chunk_key, chunk_slice.index)
-        if ordered and key == last_keys[column_index]:
-          continue  # Seen, at an earlier time: most items repeat their chunks.
-        last_keys[column_index] = key
-        builder.add(key, column_index, time)
-    last_time = max(last_time, time)
-    builder.count += 1
+  batch: List[bytes] = []
+  for record in records.read_records(path):
+    batch.append(record)
+    if len(batch) == _ITEMS:
+      builder.add_batch(slices_of_batch(batch, table, num_columns, path))
+      batch = []
+  if batch:
+    builder.add_batch(slices_of_batch(batch, table, num_columns, path))
   return builder.result()
+
+
+@dataclasses.dataclass(frozen=True)
+class Slices:
+  """The chunk slices of a batch's items of the table, one row each."""
+  keys: np.ndarray  # uint64
+  tensors: np.ndarray  # int32
+  columns: np.ndarray  # int32
+  times: np.ndarray  # int64
+  items: int
+
+
+def slices_of_batch(batch: List[bytes], table: str, num_columns: int,
+                  path: str) -> Slices:
+  """Every chunk slice of the items of `table` among `batch` (records)."""
+  buffer, starts, ends = wire.buffer_of(batch)
+  item_fields = wire.fields(buffer, starts, ends, path)
+  keys = item_fields.first_value(len(batch), _KEY)
+  mine = _of_table(buffer, item_fields, len(batch), table)
+  old = item_fields.of(_DEPRECATED_RANGE)
+  if mine[old.messages].any():
+    raise CheckpointError(
+        f'{path}: item {keys[old.messages[mine[old.messages]][0]]} is in the '
+        f'format of Reverb checkpoints before 2021, which this reader does '
+        f'not read; load it into a server of dm-reverb 0.14 and checkpoint '
+        f'it again.')
+  times = _times(buffer, item_fields, len(batch), path)
+  trajectories = item_fields.of(_FLAT_TRAJECTORY)
+  trajectories = _kept(trajectories, mine[trajectories.messages])
+  columns = _nested(buffer, trajectories, path).of(_COLUMNS)
+  column_index = _ranks(columns)
+  items = trajectories.messages  # Per trajectory: its item.
+  counts = np.bincount(columns.messages, minlength=len(items))
+  if (counts != num_columns).any():
+    at = int(np.argmax(counts != num_columns))
+    raise ExportError(
+        f"Item {keys[items[at]]} of table '{table}' has {counts[at]} "
+        f'columns; its signature has {num_columns} fields: the items are not '
+        f'trajectories of the signature.')
+  column_fields = _nested(buffer, columns, path)
+  squeezed = column_fields.of(_SQUEEZE)
+  squeezed = _kept(squeezed, squeezed.values != 0)
+  if len(squeezed):
+    column = int(squeezed.messages[0])
+    raise ExportError(
+        f"Item {keys[items[columns.messages[column]]]} of table '{table}' "
+        f'squeezes column {column_index[column]} (no time axis): its items '
+        f'are single steps, not sequences of trajectories.')
+  slices = column_fields.of(_CHUNK_SLICES)
+  slice_fields = _nested(buffer, slices, path)
+  owner = columns.messages[slices.messages]  # Per slice: its trajectory.
+  return Slices(
+      keys=slice_fields.first_value(len(slices), _CHUNK_KEY),
+      tensors=slice_fields.first_value(len(slices), _INDEX).astype(np.int32),
+      columns=column_index[slices.messages].astype(np.int32),
+      times=times[items[owner]], items=len(items))
+
+
+def _of_table(buffer: np.ndarray, item_fields: wire.Fields, count: int,
+              table: str) -> np.ndarray:
+  """Per record: whether its item is of `table`."""
+  name = np.frombuffer(table.encode(), np.uint8)
+  tables = item_fields.of(_TABLE)
+  same = tables.values == len(name)
+  if len(name) and same.any():
+    stored = buffer[tables.payloads[same][:, None] + np.arange(len(name))]
+    same[same] = (stored == name).all(axis=1)
+  mine = np.zeros(count, bool)
+  mine[tables.messages[same]] = True
+  return mine
+
+
+def _times(buffer: np.ndarray, item_fields: wire.Fields, count: int,
+           path: str) -> np.ndarray:
+  """Per record: its item's `inserted_at`, in ns since the epoch."""
+  stamps = item_fields.of(_INSERTED_AT)
+  stamp_fields = _nested(buffer, stamps, path)
+  seconds = stamp_fields.first_value(len(stamps), 1).view(np.int64)
+  nanos = stamp_fields.first_value(len(stamps), 2).view(np.int64)
+  times = np.zeros(count, np.int64)
+  times[stamps.messages] = seconds * 1_000_000_000 + nanos
+  return times
+
+
+def _nested(buffer: np.ndarray, parents: wire.Fields, path: str
+            ) -> wire.Fields:
+  """The fields of the messages that are the payloads of `parents`."""
+  return wire.fields(buffer, parents.payloads,
+                     parents.payloads + parents.values.astype(np.int64), path)
+
+
+def _kept(found: wire.Fields, keep: np.ndarray) -> wire.Fields:
+  return wire.Fields(*(getattr(found, f.name)[keep]
+                       for f in dataclasses.fields(found)))
+
+
+def _ranks(found: wire.Fields) -> np.ndarray:
+  """Per field: its place among the fields of its number in its message
+  (the column's index among an item's columns)."""
+  order = np.lexsort((found.rounds, found.messages))
+  messages = found.messages[order]
+  first = np.ones(len(order), bool)
+  first[1:] = messages[1:] != messages[:-1]
+  starts = np.flatnonzero(first)
+  ranks = np.empty(len(order), np.int64)
+  ranks[order] = np.arange(len(order)) - np.repeat(
+      starts, np.diff(np.append(starts, len(order))))
+  return ranks
 
 
 def _items(path: str, table: str) -> Iterator:
@@ -112,43 +215,36 @@ class _Builder:
   """Collects (chunk, tensor, column, time) and keeps one row per
   (chunk, tensor), checking that its column never changes.
 
-  Rows go into a numpy batch of _BATCH; full batches are kept reduced, and
-  merged with the rest once they hold as many rows as the merged arrays
-  (each row is sorted O(log n) times; no Python object per row).
+  Each batch is kept reduced, and merged with the rest once the batches
+  hold as many rows as the merged arrays (each row is sorted O(log n)
+  times; no Python object per row).
   """
 
   def __init__(self, table: str, path: str):
     self._table = table
     self._path = path
-    self._batch = np.empty(_BATCH, _ENTRY)
-    self._filled = 0
     self._reduced: List[np.ndarray] = []  # Full batches, reduced.
     self._reduced_rows = 0
     self._merged = np.empty(0, _ENTRY)
     self.count = 0
 
-  def add(self, key: Tuple[int, int], column: int, time: int) -> None:
-    self._batch[self._filled] = (key[0], key[1], column, time)
-    self._filled += 1
-    if self._filled == _BATCH:
-      self._reduce_batch()
+  def add_batch(self, slices: Slices) -> None:
+    """The slices of a batch of items, reduced to one row per chunk."""
+    rows = np.empty(len(slices.keys), _ENTRY)
+    rows['keys'], rows['tensors'] = slices.keys, slices.tensors
+    rows['columns'], rows['times'] = slices.columns, slices.times
+    self.count += slices.items
+    if len(rows):
+      self._reduced.append(self._unique(rows))
+      self._reduced_rows += len(self._reduced[-1])
+      if self._reduced_rows >= len(self._merged):
+        self._merge()
 
   def result(self) -> ChunkColumns:
-    self._reduce_batch()
     self._merge()
     merged = self._merged
     return ChunkColumns(*(np.ascontiguousarray(merged[name])
                           for name in _ENTRY.names), items=self.count)
-
-  def _reduce_batch(self) -> None:
-    if not self._filled:
-      return
-    reduced = self._unique(self._batch[:self._filled])
-    self._filled = 0
-    self._reduced.append(reduced)
-    self._reduced_rows += len(reduced)
-    if self._reduced_rows >= len(self._merged):
-      self._merge()
 
   def _merge(self) -> None:
     if not self._reduced:
