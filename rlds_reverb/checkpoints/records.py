@@ -15,8 +15,10 @@ is an error naming the file.
 """
 
 import struct
-from typing import Iterator
+from typing import Iterator, List, Tuple
 import zlib
+
+import numpy as np
 
 from rlds_reverb.errors import CheckpointError
 
@@ -25,6 +27,7 @@ READ_BYTES = 1 << 20
 INFLATED_BYTES = 4 << 20
 _HEADER = 12  # Length, its CRC.
 _FOOTER = 4  # The data's CRC.
+_LENGTH = struct.Struct('<Q')
 
 
 def read_records(path: str) -> Iterator[bytes]:
@@ -34,17 +37,32 @@ def read_records(path: str) -> Iterator[bytes]:
     CheckpointError: the file is missing, is not zlib, ends early (a
       checkpoint cut short or being written) or inside a record, naming it.
   """
+  for data, starts, ends in read_record_batches(path):
+    for start, end in zip(starts.tolist(), ends.tolist()):
+      yield data[start:end]
+
+
+def read_record_batches(path: str
+                        ) -> Iterator[Tuple[bytes, np.ndarray, np.ndarray]]:
+  """(data, starts, ends) per decompressed block: the records the block
+  completes, record i being data[starts[i]:ends[i]]. For readers that take
+  many records at once (numpy), without a bytes object per record.
+
+  Raises:
+    CheckpointError: as `read_records`.
+  """
   inflater = _Inflater(path)
   pending = bytearray()
   consumed = 0  # Decompressed bytes before `pending`.
   for block in inflater.blocks():
     pending += block
-    position = 0
-    for start, end in _complete_records(pending):
-      yield bytes(pending[start:end])
-      position = end + _FOOTER
-    consumed += position
-    del pending[:position]
+    starts, ends = _complete_records(pending)
+    if starts:
+      position = ends[-1] + _FOOTER
+      yield (bytes(pending[:position]), np.array(starts, np.int64),
+             np.array(ends, np.int64))
+      consumed += position
+      del pending[:position]
   if pending:
     raise CheckpointError(
         f'{path} ends inside a record: the one at byte {consumed:,} of '
@@ -52,17 +70,21 @@ def read_records(path: str) -> Iterator[bytes]:
         f'or damaged.')
 
 
-def _complete_records(data: bytearray) -> Iterator[tuple]:
-  """(start, end) of the data of each whole record at the start of `data`."""
-  position = 0
-  while position + _HEADER <= len(data):
-    (length,) = struct.unpack_from('<Q', data, position)
+def _complete_records(data: bytearray) -> Tuple[List[int], List[int]]:
+  """(starts, ends) of the data of the whole records at the start of `data`."""
+  starts, ends = [], []
+  position, size = 0, len(data)
+  unpack = _LENGTH.unpack_from
+  while position + _HEADER <= size:
+    (length,) = unpack(data, position)
     start = position + _HEADER
     end = start + length
-    if end + _FOOTER > len(data):
-      return
-    yield start, end
+    if end + _FOOTER > size:
+      break
+    starts.append(start)
+    ends.append(end)
     position = end + _FOOTER
+  return starts, ends
 
 
 class _Inflater:

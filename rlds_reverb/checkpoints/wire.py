@@ -101,17 +101,20 @@ def fields(buffer: np.ndarray, starts: np.ndarray, ends: np.ndarray,
   while open_.size:
     at = positions[open_]
     tags, tag_lengths = varints(buffer, at)
-    kinds = (tags & np.uint64(7)).astype(np.int64)
+    kinds = tags & np.uint64(7)
     after_tag = at + tag_lengths
     values, value_lengths = varints(buffer, after_tag)
-    following = np.select(
-        [kinds == VARINT, kinds == LENGTH_DELIMITED, kinds == FIXED64,
-         kinds == FIXED32],
-        [after_tag + value_lengths,
-         after_tag + value_lengths + values.astype(np.int64),
-         after_tag + 8, after_tag + 4], default=-1)
-    bad = ((tag_lengths == 0) | (following < 0) |
-           ((kinds != FIXED64) & (kinds != FIXED32) & (value_lengths == 0)) |
+    payloads = after_tag + value_lengths
+    following = payloads.copy()
+    delimited = kinds == LENGTH_DELIMITED
+    following[delimited] += values[delimited].astype(np.int64)
+    if (kinds != VARINT).any() and (kinds != LENGTH_DELIMITED).any():
+      for kind, size in ((FIXED64, 8), (FIXED32, 4)):
+        fixed = kinds == kind
+        following[fixed] = after_tag[fixed] + size
+        value_lengths[fixed] = 1  # Not a varint: never too long.
+      following[(kinds > LENGTH_DELIMITED) & (kinds != FIXED32)] = -1
+    bad = ((tag_lengths == 0) | (value_lengths == 0) | (following < 0) |
            (following > ends[open_]))
     if bad.any():
       message = int(open_[np.argmax(bad)])
@@ -120,8 +123,7 @@ def fields(buffer: np.ndarray, starts: np.ndarray, ends: np.ndarray,
           f'message (a field at byte {int(at[np.argmax(bad)] - starts[message])}'
           f' runs past its end): the file is damaged.')
     parts.append((open_, np.full(open_.size, round_),
-                  (tags >> np.uint64(3)).astype(np.int64), values,
-                  after_tag + value_lengths))
+                  (tags >> np.uint64(3)).astype(np.int64), values, payloads))
     positions[open_] = following
     open_ = open_[following < ends[open_]]
     round_ += 1

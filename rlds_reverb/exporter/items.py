@@ -29,7 +29,6 @@ from rlds_reverb.checkpoints import wire
 from rlds_reverb.errors import CheckpointError
 from rlds_reverb.errors import ExportError
 
-_ITEMS = 1 << 13  # Item records read at once.
 # Field numbers (schema.FIELDS): PrioritizedItem, FlatTrajectory, Column,
 # ChunkSlice.
 _KEY, _TABLE, _DEPRECATED_RANGE, _INSERTED_AT, _FLAT_TRAJECTORY = 1, 2, 4, 7, 8
@@ -54,8 +53,8 @@ class ChunkColumns:
 def index(path: str, table: str, num_columns: int) -> ChunkColumns:
   """The (chunk, tensor) -> column map of the items of `table` in `path`.
 
-  Items are read in batches of _ITEMS, their fields by numpy (`wire`): no
-  Python work per item but its record's framing.
+  Items are read a decompressed block at a time, their fields by numpy
+  (`wire`): no Python work per item but its record's framing.
 
   Raises:
     ExportError: an item of another number of columns, a squeezed column
@@ -64,14 +63,10 @@ def index(path: str, table: str, num_columns: int) -> ChunkColumns:
       Reverb older than 2021.
   """
   builder = _Builder(table, path)
-  batch: List[bytes] = []
-  for record in records.read_records(path):
-    batch.append(record)
-    if len(batch) == _ITEMS:
-      builder.add_batch(slices_of_batch(batch, table, num_columns, path))
-      batch = []
-  if batch:
-    builder.add_batch(slices_of_batch(batch, table, num_columns, path))
+  for data, starts, ends in records.read_record_batches(path):
+    buffer = np.frombuffer(data + wire.PADDING, np.uint8)
+    builder.add_batch(slices_of(buffer, starts, ends, table, num_columns,
+                                path))
   return builder.result()
 
 
@@ -86,12 +81,19 @@ class Slices:
 
 
 def slices_of_batch(batch: List[bytes], table: str, num_columns: int,
-                  path: str) -> Slices:
+                    path: str) -> Slices:
   """Every chunk slice of the items of `table` among `batch` (records)."""
-  buffer, starts, ends = wire.buffer_of(batch)
+  return slices_of(*wire.buffer_of(batch), table, num_columns, path)
+
+
+def slices_of(buffer: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+              table: str, num_columns: int, path: str) -> Slices:
+  """Every chunk slice of the items of `table` among the records
+  buffer[starts[i]:ends[i]] (`buffer` padded: `wire.PADDING`)."""
+  count = len(starts)
   item_fields = wire.fields(buffer, starts, ends, path)
-  keys = item_fields.first_value(len(batch), _KEY)
-  mine = _of_table(buffer, item_fields, len(batch), table)
+  keys = item_fields.first_value(count, _KEY)
+  mine = _of_table(buffer, item_fields, count, table)
   old = item_fields.of(_DEPRECATED_RANGE)
   if mine[old.messages].any():
     raise CheckpointError(
@@ -99,7 +101,7 @@ def slices_of_batch(batch: List[bytes], table: str, num_columns: int,
         f'format of Reverb checkpoints before 2021, which this reader does '
         f'not read; load it into a server of dm-reverb 0.14 and checkpoint '
         f'it again.')
-  times = _times(buffer, item_fields, len(batch), path)
+  times = _times(buffer, item_fields, count, path)
   trajectories = item_fields.of(_FLAT_TRAJECTORY)
   trajectories = _kept(trajectories, mine[trajectories.messages])
   columns = _nested(buffer, trajectories, path).of(_COLUMNS)
