@@ -6,7 +6,7 @@ the fields left out. Sources (dm-reverb 0.14.0): `reverb/cc/schema.proto`
 (ChunkData, SequenceRange, FlatTrajectory, PrioritizedItem),
 `reverb/cc/checkpointing/checkpoint.proto` (PriorityTableCheckpoint,
 RateLimiterCheckpoint); TensorFlow's `tensor.proto`, `tensor_shape.proto`;
-protobuf's `timestamp.proto`. `tests/test_checkpoint_reading.py` checks each
+protobuf's `timestamp.proto`. `tests/test_checkpoint_schema.py` checks each
 number against the descriptors dm-reverb ships.
 
 Three fields are declared as `bytes`, to be parsed later or never:
