@@ -24,7 +24,7 @@ from rlds_reverb.errors import CheckpointError
 
 # Compressed bytes read at once, and most bytes one step inflates them to.
 READ_BYTES = 1 << 20
-INFLATED_BYTES = 4 << 20
+INFLATED_BYTES = 1 << 20
 _HEADER = 12  # Length, its CRC.
 _FOOTER = 4  # The data's CRC.
 _LENGTH = struct.Struct('<Q')

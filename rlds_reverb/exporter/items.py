@@ -12,19 +12,16 @@ A chunk does not say which column it holds; the items that reference it do
 
 Items are read in batches, each field of every item of a batch at once
 (`checkpoints.wire`). Memory: a batch, and 24 bytes per distinct (chunk,
-tensor) in numpy arrays; nothing per item. The items are read again (by
-protobuf, one by one) only to count those a loss left out
-(`rows_of_items`).
+tensor) in numpy arrays; nothing per item. The items are read again, the
+same way, only to count those a loss left out (`slices`).
 """
 
 import dataclasses
-from typing import Iterator, List, Tuple
+from typing import Iterator, List
 
-from google.protobuf import message as message_lib
 import numpy as np
 
 from rlds_reverb.checkpoints import records
-from rlds_reverb.checkpoints import schema
 from rlds_reverb.checkpoints import wire
 from rlds_reverb.errors import CheckpointError
 from rlds_reverb.errors import ExportError
@@ -34,7 +31,7 @@ from rlds_reverb.errors import ExportError
 _KEY, _TABLE, _DEPRECATED_RANGE, _INSERTED_AT, _FLAT_TRAJECTORY = 1, 2, 4, 7, 8
 _COLUMNS = 1
 _CHUNK_SLICES, _SQUEEZE = 1, 2
-_CHUNK_KEY, _INDEX = 1, 4
+_CHUNK_KEY, _OFFSET, _LENGTH, _INDEX = 1, 2, 3, 4
 # One (chunk, tensor) an item references, as `ChunkColumns`' arrays.
 _ENTRY = np.dtype([('keys', np.uint64), ('tensors', np.int32),
                    ('columns', np.int32), ('times', np.int64)])
@@ -77,6 +74,9 @@ class Slices:
   tensors: np.ndarray  # int32
   columns: np.ndarray  # int32
   times: np.ndarray  # int64
+  owners: np.ndarray  # int64: which of the batch's items of the table.
+  offsets: np.ndarray  # int64: first row in the chunk.
+  lengths: np.ndarray  # int64: rows.
   items: int
 
 
@@ -126,11 +126,15 @@ def slices_of(buffer: np.ndarray, starts: np.ndarray, ends: np.ndarray,
   slices = column_fields.of(_CHUNK_SLICES)
   slice_fields = _nested(buffer, slices, path)
   owner = columns.messages[slices.messages]  # Per slice: its trajectory.
+  count = len(slices)
   return Slices(
-      keys=slice_fields.first_value(len(slices), _CHUNK_KEY),
-      tensors=slice_fields.first_value(len(slices), _INDEX).astype(np.int32),
+      keys=slice_fields.first_value(count, _CHUNK_KEY),
+      tensors=slice_fields.first_value(count, _INDEX).astype(np.int32),
       columns=column_index[slices.messages].astype(np.int32),
-      times=times[items[owner]], items=len(items))
+      times=times[items[owner]], owners=owner,
+      offsets=slice_fields.first_value(count, _OFFSET).astype(np.int64),
+      lengths=slice_fields.first_value(count, _LENGTH).astype(np.int64),
+      items=len(items))
 
 
 def _of_table(buffer: np.ndarray, item_fields: wire.Fields, count: int,
@@ -185,32 +189,12 @@ def _ranks(found: wire.Fields) -> np.ndarray:
   return ranks
 
 
-def _items(path: str, table: str) -> Iterator:
-  """The items of `table`, parsed, in file order (that of `inserted_at`)."""
-  parse = schema.classes()['PrioritizedItem'].FromString
-  for record in records.read_records(path):
-    try:
-      item = parse(record)
-    except message_lib.DecodeError as e:
-      raise CheckpointError(
-          f'{path} holds a record that is not an item ({e}): the file is '
-          f'damaged.') from e
-    if item.deprecated_sequence_range:
-      raise CheckpointError(
-          f'{path}: item {item.key} is in the format of Reverb checkpoints '
-          f'before 2021, which this reader does not read; load it into a '
-          f'server of dm-reverb 0.14 and checkpoint it again.')
-    if item.table == table:
-      yield item
-
-
-def rows_of_items(path: str, table: str, column: int
-                  ) -> Iterator[List[Tuple[int, int, int]]]:
-  """Per item of `table`: the (chunk key, offset, length) slices of
-  `column`, which give the rows the item covers."""
-  for item in _items(path, table):
-    yield [(s.chunk_key, s.offset, s.length)
-           for s in item.flat_trajectory.columns[column].chunk_slices]
+def slices(path: str, table: str, num_columns: int) -> Iterator[Slices]:
+  """The chunk slices of the items of `table`, a decompressed block at a
+  time (the second pass, to count the items a loss left out)."""
+  for data, starts, ends in records.read_record_batches(path):
+    buffer = np.frombuffer(data + wire.PADDING, np.uint8)
+    yield slices_of(buffer, starts, ends, table, num_columns, path)
 
 
 class _Builder:

@@ -149,7 +149,8 @@ def _write(directory, description, spec, staging, report, losses, images):
           f'export.')
     if report.lost:
       report.items_left_out = kept.items_left_out(
-          items_path, description.name, columns.step_type, store)
+          items_path, description.name, len(columns.specs),
+          columns.step_type, store)
 
 
 class _Kept:
@@ -162,30 +163,46 @@ class _Kept:
   def add(self, episode_id: int, first: int, last: int) -> None:
     self._ranges.append((episode_id, first, last))
 
-  def items_left_out(self, path: str, table: str, column: int,
-                     store: store_lib.ChunkStore) -> int:
-    """Items of `table` with a step outside every exported episode."""
+  def items_left_out(self, path: str, table: str, num_columns: int,
+                     column: int, store: store_lib.ChunkStore) -> int:
+    """Items of `table` with a step of `column` outside every exported
+    episode (read a block of items at a time)."""
     kept = np.array(self._ranges, dtype=[('episode', np.uint64),
                                          ('first', np.int64),
                                          ('last', np.int64)])
-    kept.sort(order=['episode', 'first'])
     left_out = 0
-    for slices in items_lib.rows_of_items(path, table, column):
-      if not all(_inside(kept, store, *piece) for piece in slices):
-        left_out += 1
+    for found in items_lib.slices(path, table, num_columns):
+      mine = found.columns == column
+      positions = store.positions(found.keys[mine])
+      first = store.index.starts[positions] + found.offsets[mine]
+      inside = _inside(kept, store.index.episodes[positions], first,
+                       first + found.lengths[mine] - 1)
+      left_out += len(np.unique(found.owners[mine][~inside]))
     return left_out
 
 
-def _inside(kept, store, chunk_key: int, offset: int, length: int) -> bool:
-  """Whether the steps of one chunk slice lie in one exported episode."""
-  position = store.positions(np.array([chunk_key], np.uint64))[0]
-  episode = store.index.episodes[position]
-  first = int(store.index.starts[position]) + offset
-  last = first + length - 1
-  at = np.searchsorted(kept['episode'], episode, side='right')
-  candidates = kept[np.searchsorted(kept['episode'], episode):at]
-  i = np.searchsorted(candidates['first'], first, side='right') - 1
-  return i >= 0 and candidates['last'][i] >= last
+def _inside(kept: np.ndarray, episodes: np.ndarray, firsts: np.ndarray,
+            lasts: np.ndarray) -> np.ndarray:
+  """Per slice (Reverb episode, first and last step): whether one kept
+  range holds it. Kept ranges and slices sorted together; each slice is
+  checked against the last range that starts at or before it."""
+  count = len(kept)
+  order = np.lexsort((
+      np.concatenate([np.zeros(count, np.int8), np.ones(len(firsts), np.int8)]),
+      np.concatenate([kept['first'], firsts]),
+      np.concatenate([kept['episode'], episodes])))
+  is_kept = order < count
+  last_kept = np.maximum.accumulate(
+      np.where(is_kept, np.arange(len(order)), -1))
+  at = np.flatnonzero(~is_kept)
+  candidate, slice_index = last_kept[at], order[at] - count
+  inside = np.zeros(len(firsts), bool)
+  found = candidate >= 0
+  ranges = order[candidate[found]]
+  inside[slice_index[found]] = (
+      (kept['episode'][ranges] == episodes[slice_index[found]]) &
+      (kept['last'][ranges] >= lasts[slice_index[found]]))
+  return inside
 
 
 def _staging_directory(out: str) -> str:
