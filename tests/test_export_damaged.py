@@ -2,6 +2,7 @@
 left where the dataset would have gone (no OUT, no staging directory)."""
 
 import os
+import re
 import shutil
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
@@ -99,3 +100,43 @@ def test_empty_out_directory_is_left_empty_after_a_failure(good_checkpoint,
 
   assert sorted(os.listdir(tmp_path)) == ['checkpoint', 'out']
   assert os.listdir(tmp_path / 'out') == []
+
+
+def test_chunk_that_does_not_fit_the_signature_names_chunk_and_column(
+    tmp_path):
+  """Reverb's server does not check signatures on insert: a writer that does
+  not validate puts float64 observations into a float32 table."""
+  import numpy as np  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  import reverb  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from tf_agents.trajectories import trajectory  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  scalar = lambda dtype: tf.TensorSpec([], dtype)  # pylint: disable=unnecessary-lambda-assignment
+  spec = trajectory.Trajectory(
+      step_type=scalar(tf.int32), observation=tf.TensorSpec([3], tf.float32),
+      action=scalar(tf.int64), policy_info=(), next_step_type=scalar(tf.int32),
+      reward=scalar(tf.float32), discount=scalar(tf.float32))
+  server = export_data.checkpointed_server(
+      [export_data.signed_table('replay', spec)], tmp_path / 'ckpt')
+  client = reverb.Client(f'localhost:{server.port}')
+  with client.trajectory_writer(num_keep_alive_refs=2,
+                                validate_items=False) as writer:
+    for step_type, next_step_type in ((0, 2), (2, 0)):
+      writer.append(trajectory.Trajectory(
+          step_type=np.int32(step_type), observation=np.zeros(3, np.float64),
+          action=np.int64(1), policy_info=(),
+          next_step_type=np.int32(next_step_type), reward=np.float32(0),
+          discount=np.float32(1)))
+    writer.create_item('replay', 1.0, tf.nest.map_structure(
+        lambda column: column[-2:], writer.history))
+    writer.flush()
+  directory = export_data.checkpoint(server)
+  server.stop()
+
+  with pytest.raises(rlds_reverb.CheckpointError) as raised:
+    rlds_reverb.export('replay', tmp_path / 'out', checkpoint=directory)
+
+  assert re.fullmatch(
+      rf'{re.escape(directory)}/chunks.tfrecord: chunk \d+ holds float64'
+      r'\[1, 3\]; column 1 of the signature is float32\[3\] and its range '
+      r'says 1 step\.', str(raised.value)), str(raised.value)
+  assert sorted(os.listdir(tmp_path)) == ['ckpt']

@@ -31,6 +31,7 @@ from typing import Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
+from rlds_reverb import wording
 from rlds_reverb.convert import step_types
 from rlds_reverb.errors import CheckpointError
 from rlds_reverb.exporter import items as items_lib
@@ -179,7 +180,8 @@ class ReverbEpisode:
       raise CheckpointError(
           f'{self._store.path}: chunk {key} holds {values.dtype.name}'
           f'{list(values.shape)}; column {column} of the signature is '
-          f'{dtype.name}{list(shape)} and its range says {steps} steps.')
+          f'{dtype.name}{list(shape)} and its range says '
+          f'{wording.count(steps, "step")}.')
 
   def _check_no_overlap(self, column: int, part: Pieces) -> None:
     overlap = np.flatnonzero(part.starts[1:] <= part.ends[:-1])
