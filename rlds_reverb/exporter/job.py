@@ -130,6 +130,7 @@ def _write(directory, description, spec, staging, report, losses, images):
   with store_lib.ChunkStore(os.path.join(directory, checkpoints.CHUNKS),
                             wanted, staging) as store:
     pieces = episodes_lib.join(chunk_columns, store)
+    del chunk_columns, wanted  # Pieces hold what is needed: ~30 B a chunk.
     kept = _Kept()
     with writer_lib.EpisodeWriter(
         staging, features, name=report.name,
