@@ -12,7 +12,6 @@ import os
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
-import numpy as np  # pylint: disable=g-import-not-at-top
 import pytest  # pylint: disable=g-import-not-at-top
 import reverb  # pylint: disable=g-import-not-at-top
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -105,7 +104,7 @@ def test_checkpoint_root_means_its_newest_checkpoint(nested_source, tmp_path):
       6, 7, 8]
 
 
-def _transition_table(tmp_path, data):
+def _transition_table(data):
   spec = rlds_reverb.create_nstep_transition_spec(data)
   return reverb.Table('nstep', reverb.selectors.Fifo(),
                       reverb.selectors.Fifo(), max_size=1000,
@@ -127,7 +126,7 @@ def _refused(tmp_path, tables, table):
 
 def test_nstep_table_is_refused_saying_why(nested_source, tmp_path):
   data = rlds_reverb.load(nested_source)
-  message = _refused(tmp_path, [_transition_table(tmp_path, data)], 'nstep')
+  message = _refused(tmp_path, [_transition_table(data)], 'nstep')
   assert message.startswith("Table 'nstep' holds NStepTransition items (")
   assert 'not TF-Agents Trajectories: without step types' in message
   assert '\n' not in message
