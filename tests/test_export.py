@@ -168,3 +168,23 @@ def test_out_that_holds_files_is_refused(tmp_path):
   with pytest.raises(ValueError, match='exists and is not an empty directory'):
     rlds_reverb.export('replay', tmp_path / 'out', checkpoint=tmp_path)
   assert os.listdir(tmp_path / 'out') == ['keep.txt']
+
+
+def test_each_table_of_a_checkpoint_gives_its_own_episodes(tmp_path):
+  """Two tables of one server, names of one length: each its own items."""
+  data = rlds_reverb.load(sources.BUNDLED)
+  spec = rlds_reverb.create_trajectory_data_spec(data)
+  server = export_data.checkpointed_server(
+      [export_data.signed_table('aa', spec),
+       export_data.signed_table('bb', spec)], tmp_path / 'ckpt')
+  address = f'localhost:{server.port}'
+  rlds_reverb.push(data.take(3), address, 'aa')
+  rlds_reverb.push(data.skip(3).take(5), address, 'bb')
+  directory = export_data.checkpoint(server)
+  server.stop()
+
+  source = export_data.steps_of(sources.bundled_dataset_dir())
+  for table, want in (('aa', source[:3]), ('bb', source[3:8])):
+    rlds_reverb.export(table, tmp_path / table, checkpoint=directory)
+    rlds_dirs.assert_same_episodes(export_data.steps_of(tmp_path / table),
+                                   want)
