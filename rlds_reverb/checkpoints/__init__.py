@@ -4,6 +4,7 @@ it holds.
     directories   which checkpoint Reverb would load (`find`, `DONE`)
     records       a checkpoint file's records, as a stream (zlib TFRecords)
     schema        the proto fields read, declared by number
+    wire          the fields of many records at once, read by numpy
     tensors       a chunk's tensors as numpy (snappy, deltas, strings)
     contents      `chunk_lengths`: what push's chunking left on the server
 
