@@ -18,6 +18,9 @@ INSTALL_REQUIRES = [
     'importlib_resources>=5',
     'gym==0.23.0',
     'tqdm>=4.60',
+    # Raw snappy, for the chunks of Reverb checkpoints (export): one 2 MB
+    # wheel with no dependencies.
+    'cramjam==2.13.0',
 ]
 
 setuptools.setup(

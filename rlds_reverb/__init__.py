@@ -4,7 +4,8 @@ A drop-in for `tf_agents.replay_buffers.rlds_to_reverb` (the first four names)
 plus a checked push that needs no TF-Agents observer, n-step transitions,
 RLDS sources, pushes in several processes, and mixed offline/online replay
 for offline-to-online training, and the way back: `RldsRecorder` records
-what a TF-Agents driver collects as an RLDS dataset. Apache Beam transforms are in
+what a TF-Agents driver collects as an RLDS dataset, and `export` writes a
+Reverb table (a checkpoint's) as one. Apache Beam transforms are in
 `rlds_reverb.beam` (needs `pip install "rlds_reverb[beam]"`).
 
 Names load lazily (PEP 562): `import rlds_reverb` imports neither TensorFlow
@@ -15,9 +16,11 @@ import importlib
 from typing import Any, List
 
 from rlds_reverb.errors import AddressError
+from rlds_reverb.errors import CheckpointError
 from rlds_reverb.errors import ColumnMismatchError
 from rlds_reverb.errors import DataReadError
 from rlds_reverb.errors import DatasetNotPreparedError
+from rlds_reverb.errors import ExportError
 from rlds_reverb.errors import MalformedEpisodeError
 from rlds_reverb.errors import MixedReplayError
 from rlds_reverb.errors import PipelineFailedError
@@ -53,10 +56,9 @@ _LAZY = {
     'mixed_replay': 'rlds_reverb.mixed',
     'mixed_replay_tables': 'rlds_reverb.mixed',
     'check_port_free': 'rlds_reverb.addresses',
-    'RldsRecorder': 'rlds_reverb.record',
-    'RecordingSummary': 'rlds_reverb.record',
-    'UnfinishedEpisodesWarning': 'rlds_reverb.record',
-    'recover': 'rlds_reverb.tfds_out',
+for offline-to-online training, and the way back: `RldsRecorder` records
+what a TF-Agents driver collects as an RLDS dataset, and `export` writes a
+Reverb table (a checkpoint's) as one. Apache Beam transforms are in
 }
 
 __all__ = [
@@ -80,10 +82,9 @@ __all__ = [
     'mixed_replay',
     'mixed_replay_tables',
     'check_port_free',
-    'RldsRecorder',
-    'RecordingSummary',
-    'UnfinishedEpisodesWarning',
-    'recover',
+for offline-to-online training, and the way back: `RldsRecorder` records
+what a TF-Agents driver collects as an RLDS dataset, and `export` writes a
+Reverb table (a checkpoint's) as one. Apache Beam transforms are in
     'RldsReverbError',
     'StepSpecError',
     'SignatureMismatchError',
@@ -100,6 +101,8 @@ __all__ = [
     'PipelineFailedError',
     'MixedReplayError',
     'AddressError',
+    'CheckpointError',
+    'ExportError',
 ]
 
 

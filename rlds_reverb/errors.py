@@ -86,3 +86,13 @@ class FeaturesError(RldsReverbError, ValueError):
 class DatasetDirectoryError(RldsReverbError, ValueError):
   """A directory cannot be written, appended to or recovered as an RLDS
   dataset: not one, another dataset, missing or misnamed record files."""
+
+
+class CheckpointError(RldsReverbError, ValueError):
+  """A Reverb checkpoint that cannot be read: a file missing, cut short or
+  damaged, or contents that contradict each other; names the file."""
+
+
+class ExportError(RldsReverbError, ValueError):
+  """A table that cannot be exported as RLDS (its items are not
+  trajectories), or an export that lost data under `strict=True`."""

@@ -37,6 +37,8 @@ EXPORTED = [
     'RecordingSummary',
     'UnfinishedEpisodesWarning',
     'recover',
+    'export',
+    'ExportReport',
     'RldsReverbError',
     'StepSpecError',
     'SignatureMismatchError',
@@ -53,6 +55,8 @@ EXPORTED = [
     'PipelineFailedError',
     'MixedReplayError',
     'AddressError',
+    'CheckpointError',
+    'ExportError',
 ]
 
 DROP_INS = ['get_rlds_step_features', 'create_trajectory_data_spec',
@@ -63,7 +67,8 @@ ERRORS = ['RldsReverbError', 'StepSpecError', 'SignatureMismatchError',
           'ReverbTimeoutError', 'ServerUnavailableError', 'TableNotFoundError',
           'SourceError', 'DatasetNotPreparedError', 'ShardsFailedError',
           'MalformedEpisodeError', 'DataReadError', 'ResumeStateError',
-          'PipelineFailedError', 'MixedReplayError', 'AddressError']
+          'PipelineFailedError', 'MixedReplayError', 'AddressError',
+          'CheckpointError', 'ExportError']
 
 
 def test_all_is_pinned():

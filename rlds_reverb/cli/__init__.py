@@ -1,4 +1,5 @@
-"""The `rlds-reverb` command: demo, serve, push, validate, inspect, recover.
+"""The `rlds-reverb` command: demo, serve, push, validate, inspect, recover,
+export.
 
     rlds-reverb [--debug] COMMAND [options]     (also: python -m rlds_reverb)
 
@@ -20,7 +21,8 @@ from typing import List, Optional
 from rlds_reverb import quiet
 from rlds_reverb.cli import output
 
-COMMANDS = ('demo', 'serve', 'push', 'validate', 'inspect', 'recover')
+COMMANDS = ('demo', 'serve', 'push', 'validate', 'inspect', 'recover',
+            'export')
 
 _EPILOG = """\
 examples:
@@ -30,6 +32,7 @@ examples:
   rlds-reverb push --dataset DIR --server localhost:8000 --table replay
   rlds-reverb inspect --dataset DIR --plot episodes.png
   rlds-reverb recover DIR
+  rlds-reverb export --checkpoint CKPT_DIR --table replay --out DIR
 
 'rlds-reverb COMMAND --help' shows each command's options and examples.
 """

@@ -1,0 +1,116 @@
+"""A chunk's tensors as numpy arrays, undoing Reverb's compression.
+
+Reverb stores each tensor of a chunk as a TensorFlow `TensorProto`
+(`reverb/cc/tensor_compression.cc`):
+
+    strings   TensorFlow's own encoding in `tensor_content`: a varint length
+              per string, then the strings one after another
+    others    `tensor_content` = raw snappy of the row-major bytes; if the
+              chunk is `delta_encoded` and the tensor is an integer tensor of
+              rank >= 2, each row holds its difference from the row before
+              (in the unsigned type of the same width, wrapping)
+
+Snappy is decoded by `cramjam` into the array's own memory.
+"""
+
+from typing import Dict
+
+import cramjam
+import numpy as np
+
+from rlds_reverb.errors import CheckpointError
+
+# TensorFlow's DataType numbers (tensorflow/core/framework/types.proto).
+STRING = 7
+DTYPES: Dict[int, np.dtype] = {
+    1: np.dtype(np.float32), 2: np.dtype(np.float64), 3: np.dtype(np.int32),
+    4: np.dtype(np.uint8), 5: np.dtype(np.int16), 6: np.dtype(np.int8),
+    STRING: np.dtype(object), 9: np.dtype(np.int64), 10: np.dtype(np.bool_),
+    17: np.dtype(np.uint16), 19: np.dtype(np.float16),
+    22: np.dtype(np.uint32), 23: np.dtype(np.uint64),
+}
+
+
+def decode(tensor, delta_encoded: bool, where: str) -> np.ndarray:
+  """The values of `tensor` (a schema `TensorProto`) as a numpy array.
+
+  `where` starts error messages ('chunk 123 of /ckpt/chunks.tfrecord').
+
+  Raises:
+    CheckpointError: an unknown dtype, or content that does not decode to
+      the tensor's shape.
+  """
+  dtype = DTYPES.get(tensor.dtype)
+  if dtype is None:
+    raise CheckpointError(
+        f'{where}: a tensor of TensorFlow dtype {tensor.dtype}, which this '
+        f'reader does not know.')
+  shape = tuple(dim.size for dim in tensor.tensor_shape.dim)
+  if tensor.dtype == STRING:
+    return _strings(tensor, shape, where)
+  values = np.empty(shape, dtype)
+  try:
+    written = cramjam.snappy.decompress_raw_into(tensor.tensor_content,
+                                                 values.reshape(-1).view(np.uint8))
+  except cramjam.DecompressionError as e:
+    raise CheckpointError(f'{where}: its snappy data does not decode ({e}).'
+                          ) from e
+  if written != values.nbytes:
+    raise CheckpointError(
+        f'{where}: its snappy data holds {written} bytes; a '
+        f'{dtype.name}{list(shape)} tensor has {values.nbytes}.')
+  if delta_encoded and values.ndim >= 2 and dtype.kind in 'iu':
+    _undo_deltas(values)
+  return values
+
+
+def _undo_deltas(values: np.ndarray) -> None:
+  """Rows were stored as differences from the row before: sum them, in place,
+  wrapping in the unsigned type as Reverb's encoder does."""
+  unsigned = values.view(np.dtype(f'u{values.dtype.itemsize}'))
+  np.cumsum(unsigned, axis=0, dtype=unsigned.dtype, out=unsigned)
+
+
+def _strings(tensor, shape, where: str) -> np.ndarray:
+  """A string tensor from `string_val`, or from TensorFlow's encoding."""
+  count = int(np.prod(shape, dtype=np.int64))
+  if tensor.string_val:
+    items = list(tensor.string_val)
+  else:
+    items = _decoded_strings(tensor.tensor_content, count, where)
+  if len(items) != count:
+    raise CheckpointError(
+        f'{where}: a string tensor of shape {list(shape)} holds {len(items)} '
+        f'strings.')
+  values = np.empty(count, dtype=object)
+  values[:] = items
+  return values.reshape(shape)
+
+
+def _decoded_strings(content: bytes, count: int, where: str):
+  """`count` varint lengths, then the strings, one after another."""
+  lengths, position = [], 0
+  try:
+    for _ in range(count):
+      length, shift = 0, 0
+      while True:
+        byte = content[position]
+        position += 1
+        length |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+          break
+      lengths.append(length)
+  except IndexError:
+    raise CheckpointError(
+        f'{where}: its string tensor ends inside the lengths of its '
+        f'{count} strings.') from None
+  if position + sum(lengths) != len(content):
+    raise CheckpointError(
+        f'{where}: its string tensor holds {len(content) - position} bytes '
+        f'of strings; its lengths add up to {sum(lengths)}.')
+  items = []
+  for length in lengths:
+    items.append(content[position:position + length])
+    position += length
+  return items

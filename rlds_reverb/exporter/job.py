@@ -1,0 +1,267 @@
+"""The export job: a checkpoint's table in, an RLDS dataset directory out.
+
+    --server: checkpoint now -> its directory (must be readable here)
+    checkpoint dir (or serve's --checkpoint-dir: its newest complete one)
+      table: signature -> trajectory spec (refused unless trajectories)
+      items.tfrecord --one pass--> (chunk, tensor) -> column, time
+      chunks.tfrecord --one pass--> wanted chunks set aside on disk
+      episodes rebuilt in order -> to_rlds steps -> EpisodeWriter
+      losses counted (strict: the first raises)
+    OUT.export-XXXX/ (beside OUT) --rename--> OUT      (nothing else in OUT)
+
+Everything is written into a hidden directory beside `out` and renamed to
+`out` at the end; any error removes it, so `out` holds a whole dataset or
+nothing. (A process killed outright leaves the hidden directory: delete it.)
+"""
+
+import os
+import shutil
+import tempfile
+import time
+from typing import Optional
+
+import numpy as np
+import tensorflow as tf
+
+from rlds_reverb import checkpoints
+from rlds_reverb import files
+from rlds_reverb.convert import to_rlds
+from rlds_reverb.errors import CheckpointError
+from rlds_reverb.errors import ExportError
+from rlds_reverb.exporter import episodes as episodes_lib
+from rlds_reverb.exporter import items as items_lib
+from rlds_reverb.exporter import report as report_lib
+from rlds_reverb.exporter import store as store_lib
+from rlds_reverb.exporter import table as table_lib
+from rlds_reverb.tfds_out import features as features_lib
+from rlds_reverb.tfds_out import records as tfds_records
+from rlds_reverb.tfds_out import writer as writer_lib
+
+ExportReport = report_lib.ExportReport
+
+
+def export(
+    table: str,
+    out: str,
+    *,
+    checkpoint: Optional[str] = None,
+    server: Optional[str] = None,
+    name: Optional[str] = None,
+    images: features_lib.Images = features_lib.ImageEncoding.PNG,
+    strict: bool = False,
+    timeout: float = 30.0,
+) -> ExportReport:
+  """Writes the table `table` of a Reverb checkpoint as an RLDS dataset.
+
+  Args:
+    table: the table to export: signed with TF-Agents trajectories (as
+      TF-Agents' observers, `push` and `serve` sign them), items of any
+      sequence length and stride, whole episodes too.
+    out: the dataset directory to create (missing, or an empty directory);
+      `tfds.builder_from_directory(out)`, `rlds_reverb.load(out)` and
+      `rlds-reverb push --dataset out` read it, episodes in the order
+      they were written to the table.
+    checkpoint: a checkpoint directory, or the directory a server
+      checkpoints into (`serve --checkpoint-dir`): its newest complete one.
+    server: instead of `checkpoint`, 'host:port' of a running server: it
+      writes a checkpoint, which must be readable here, and that is
+      exported.
+    name: the dataset's name (default: the table's, made of letters, digits
+      and underscores).
+    images: how uint8 [H, W, C] fields are stored (`features_from_specs`).
+    strict: raise at the first loss (an episode missing its start or end,
+      missing steps) instead of leaving it out and counting it.
+    timeout: seconds to wait for the server to answer (`server` only).
+
+  Returns:
+    The `ExportReport`: episodes and steps written, what was lost.
+
+  Raises:
+    ValueError: neither or both of `checkpoint` and `server`; `out` exists
+      and is not an empty directory; a bad name.
+    ExportError: the table's items are not trajectories (unsigned, n-step
+      transitions, ...); no whole episode to write; a loss with `strict`; a
+      server without a checkpointer, or whose checkpoint is not readable here.
+    TableNotFoundError: no such table.
+    CheckpointError: no checkpoint there, or a file cut short or damaged
+      (naming it).
+    AddressError, ServerUnavailableError: `server` cannot be reached.
+  """
+  started = time.perf_counter()
+  if (checkpoint is None) == (server is None):
+    raise ValueError('Give one of checkpoint (a directory) and server '
+                     "('host:port').")
+  out = os.path.abspath(os.fspath(out))
+  _check_out(out)
+  if server is not None:
+    checkpoint = _checkpoint_of_server(server, table, timeout)
+  directory = _complete_checkpoint(os.fspath(checkpoint))
+  description = table_lib.read(directory, table)
+  spec = table_lib.trajectory_spec(description)
+  name = name or _dataset_name(table)
+  report = ExportReport(table=table, checkpoint=directory, out=out, name=name,
+                        items_removed=description.deleted)
+  staging = _staging_directory(out)
+  try:
+    _write(directory, description, spec, staging, report,
+           report_lib.Losses(report, strict), images)
+    os.rename(staging, out)
+    files.sync_directory(os.path.dirname(out))
+  except BaseException:
+    shutil.rmtree(staging, ignore_errors=True)
+    raise
+  report.seconds = time.perf_counter() - started
+  return report
+
+
+def _write(directory, description, spec, staging, report, losses, images):
+  """Rebuilds the episodes into `staging`, a new dataset directory."""
+  columns = episodes_lib.Columns(
+      specs=table_lib.columns(spec),
+      step_type=table_lib.column_of(spec, 'step_type'),
+      next_step_type=table_lib.column_of(spec, 'next_step_type'))
+  items_path = os.path.join(directory, checkpoints.ITEMS)
+  chunk_columns = items_lib.index(items_path, description.name,
+                                  len(columns.specs))
+  report.items = chunk_columns.items
+  features = features_lib.features_from_specs(
+      to_rlds.rlds_step_spec(spec), images=images)
+  wanted = np.unique(chunk_columns.keys)
+  with store_lib.ChunkStore(os.path.join(directory, checkpoints.CHUNKS),
+                            wanted, staging) as store:
+    pieces = episodes_lib.join(chunk_columns, store)
+    del chunk_columns, wanted  # Pieces hold what is needed: ~30 B a chunk.
+    kept = _Kept()
+    with writer_lib.EpisodeWriter(
+        staging, features, name=report.name,
+        durability=tfds_records.Durability.FLUSH) as writer:
+      for episode_id, first, values in episodes_lib.in_order(
+          pieces, store, columns, losses):
+        kept.add(episode_id, first, first + len(values[0]) - 1)
+        trajectory = tf.nest.pack_sequence_as(spec, values)
+        writer.write({'steps': to_rlds.trajectories_to_steps(trajectory)})
+        report.episodes += 1
+        report.steps += len(values[columns.step_type])
+    if report.episodes == 0:
+      lost = '; '.join(report.loss_lines()) or 'none lost'
+      raise ExportError(
+          f"Table '{description.name}' of {directory} holds no whole "
+          f'episode ({report.items} items; {lost}): there is nothing to '
+          f'export.')
+    if report.lost:
+      report.items_left_out = kept.items_left_out(
+          items_path, description.name, len(columns.specs),
+          columns.step_type, store)
+
+
+class _Kept:
+  """The steps of every exported episode, per Reverb episode, to tell which
+  items a loss left out: one [first, last] range per episode."""
+
+  def __init__(self):
+    self._ranges = []
+
+  def add(self, episode_id: int, first: int, last: int) -> None:
+    self._ranges.append((episode_id, first, last))
+
+  def items_left_out(self, path: str, table: str, num_columns: int,
+                     column: int, store: store_lib.ChunkStore) -> int:
+    """Items of `table` with a step of `column` outside every exported
+    episode (read a block of items at a time)."""
+    kept = np.array(self._ranges, dtype=[('episode', np.uint64),
+                                         ('first', np.int64),
+                                         ('last', np.int64)])
+    left_out = 0
+    for found in items_lib.slices(path, table, num_columns):
+      mine = found.columns == column
+      positions = store.positions(found.keys[mine])
+      first = store.index.starts[positions] + found.offsets[mine]
+      inside = _inside(kept, store.index.episodes[positions], first,
+                       first + found.lengths[mine] - 1)
+      left_out += len(np.unique(found.owners[mine][~inside]))
+    return left_out
+
+
+def _inside(kept: np.ndarray, episodes: np.ndarray, firsts: np.ndarray,
+            lasts: np.ndarray) -> np.ndarray:
+  """Per slice (Reverb episode, first and last step): whether one kept
+  range holds it. Kept ranges and slices sorted together; each slice is
+  checked against the last range that starts at or before it."""
+  count = len(kept)
+  order = np.lexsort((
+      np.concatenate([np.zeros(count, np.int8), np.ones(len(firsts), np.int8)]),
+      np.concatenate([kept['first'], firsts]),
+      np.concatenate([kept['episode'], episodes])))
+  is_kept = order < count
+  last_kept = np.maximum.accumulate(
+      np.where(is_kept, np.arange(len(order)), -1))
+  at = np.flatnonzero(~is_kept)
+  candidate, slice_index = last_kept[at], order[at] - count
+  inside = np.zeros(len(firsts), bool)
+  found = candidate >= 0
+  ranges = order[candidate[found]]
+  inside[slice_index[found]] = (
+      (kept['episode'][ranges] == episodes[slice_index[found]]) &
+      (kept['last'][ranges] >= lasts[slice_index[found]]))
+  return inside
+
+
+def _staging_directory(out: str) -> str:
+  """A new hidden directory beside `out`, with the permissions a plain
+  `mkdir` would give it (mkdtemp's are the owner's only)."""
+  staging = tempfile.mkdtemp(prefix=f'.{os.path.basename(out)}.export-',
+                             dir=os.path.dirname(out))
+  umask = os.umask(0)
+  os.umask(umask)
+  os.chmod(staging, 0o777 & ~umask)
+  return staging
+
+
+def _check_out(out: str) -> None:
+  if os.path.exists(out) and not (os.path.isdir(out) and
+                                  not os.listdir(out)):
+    raise ValueError(
+        f'{out} exists and is not an empty directory: export writes a new '
+        f'dataset directory; choose another --out or remove it.')
+  parent = os.path.dirname(out)
+  if not os.path.isdir(parent):
+    raise ValueError(f'{parent}, the directory of {out}, does not exist.')
+
+
+def _complete_checkpoint(path: str) -> str:
+  """The checkpoint directory `path` means, complete (with DONE)."""
+  try:
+    directory = checkpoints.checkpoint_path(path)
+  except FileNotFoundError as e:
+    raise CheckpointError(str(e)) from e
+  if not os.path.isfile(os.path.join(directory, checkpoints.DONE)):
+    raise CheckpointError(
+        f'{directory} has no {checkpoints.DONE} file: the checkpoint is '
+        f'incomplete (being written, or its server died while writing).')
+  return directory
+
+
+def _dataset_name(table: str) -> str:
+  """The table's name as a dataset name: letters, digits, underscores."""
+  cleaned = ''.join(c if c.isalnum() and c.isascii() else '_' for c in table)
+  return cleaned or 'reverb_table'
+
+
+def _checkpoint_of_server(address: str, table: str, timeout: float) -> str:
+  """A new checkpoint of the server at `address`; its directory here."""
+  from rlds_reverb.write import server as server_lib  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  client, address = server_lib.connect(address)
+  server_lib.table_infos(client, address, [table], timeout)
+  try:
+    path = client.checkpoint()
+  except ValueError as e:
+    raise ExportError(
+        f'The Reverb server at {address} has no checkpointer ("'
+        f'{str(e).rstrip(".")}"): start it with one (rlds-reverb serve '
+        f'--checkpoint-dir DIR) to export without sampling the table.') from e
+  if not os.path.isfile(os.path.join(path, checkpoints.DONE)):
+    raise ExportError(
+        f'The Reverb server at {address} wrote its checkpoint to {path}, '
+        f'which is not readable here: run the export where that directory '
+        f'is, or copy it here and pass it as --checkpoint.')
+  return path
