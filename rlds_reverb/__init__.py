@@ -56,9 +56,12 @@ _LAZY = {
     'mixed_replay': 'rlds_reverb.mixed',
     'mixed_replay_tables': 'rlds_reverb.mixed',
     'check_port_free': 'rlds_reverb.addresses',
-for offline-to-online training, and the way back: `RldsRecorder` records
-what a TF-Agents driver collects as an RLDS dataset, and `export` writes a
-Reverb table (a checkpoint's) as one. Apache Beam transforms are in
+    'RldsRecorder': 'rlds_reverb.record',
+    'RecordingSummary': 'rlds_reverb.record',
+    'UnfinishedEpisodesWarning': 'rlds_reverb.record',
+    'recover': 'rlds_reverb.tfds_out',
+    'export': 'rlds_reverb.exporter',
+    'ExportReport': 'rlds_reverb.exporter',
 }
 
 __all__ = [
@@ -82,9 +85,12 @@ __all__ = [
     'mixed_replay',
     'mixed_replay_tables',
     'check_port_free',
-for offline-to-online training, and the way back: `RldsRecorder` records
-what a TF-Agents driver collects as an RLDS dataset, and `export` writes a
-Reverb table (a checkpoint's) as one. Apache Beam transforms are in
+    'RldsRecorder',
+    'RecordingSummary',
+    'UnfinishedEpisodesWarning',
+    'recover',
+    'export',
+    'ExportReport',
     'RldsReverbError',
     'StepSpecError',
     'SignatureMismatchError',
