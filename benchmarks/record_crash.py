@@ -22,14 +22,11 @@ random delay (0-40 ms) the child gets SIGKILL. Then `rlds_reverb.recover`
 Exit status 1 if an episode was lost or differs.
 """
 
-import argparse
-import json
 import os
 import random
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from typing import Any, Dict
 
@@ -201,58 +198,9 @@ def values_equal(directory: str, reference: Reference) -> bool:
 
 
 def run(rounds: int, seed: int, directory: str) -> Dict[str, Any]:
-  rng = random.Random(seed)
-  data = os.path.join(directory, 'killed')
-  reference = Reference(os.path.join(directory, 'uninterrupted'))
-  results, start = [], 0
-  for number in range(rounds):
-    result = check_round(data, start, kill_round(data, rng), reference)
-    results.append({'round': number, **result})
-    start = result['recovered']
-  return {
-      'rounds': rounds,
-      'episodes_finished': sum(r['killed_after'] for r in results),
-      'episodes_lost': sum(r['lost'] for r in results),
-      'rounds_exact': sum(
-          r['exact'] and r['readable_by_tfds'] and r['ids_continue'] and
-          r['kept_in_flight'] in (0, 1) for r in results),
-      'rounds_with_torn_record_cut': sum(r['cut_bytes'] > 0 for r in results),
-      'rounds_with_open_shards_registered': sum(
-          r['registered_shards'] > 0 for r in results),
-      'episodes_recovered': results[-1]['recovered'] if results else 0,
-      'values_equal_uninterrupted_run': values_equal(data, reference),
-      'per_round': results,
-  }
-
-
-def main() -> int:
-  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-  parser.add_argument('--rounds', type=int, default=20)
-  parser.add_argument('--seed', type=int, default=0)
-  parser.add_argument('--json', action='store_true')
-  parser.add_argument('--child', help=argparse.SUPPRESS)
-  args = parser.parse_args()
-  if args.child:
-    child(args.child)
-    return 0
-  with tempfile.TemporaryDirectory() as directory:
-    summary = run(args.rounds, args.seed, directory)
-  if args.json:
-    print(json.dumps(summary, indent=1))
-  else:
-    for result in summary['per_round']:
-      print(f"round {result['round']:2d}: killed after "
-            f"{result['killed_after']} finished, recovered "
-            f"{result['recovered']} (lost {result['lost']}), cut "
-            f"{result['cut_bytes']} B, registered "
-            f"{result['registered_shards']} shards, exact {result['exact']}")
-    print({key: value for key, value in summary.items()
-           if key != 'per_round'})
-  ok = (summary['episodes_lost'] == 0 and
-        summary['rounds_exact'] == summary['rounds'] and
-        summary['values_equal_uninterrupted_run'])
-  return 0 if ok else 1
+  """`rounds` kill-and-recover rounds of a recording driver."""
+  return rlds_write_crash.run(rounds, seed, directory, sys.modules[__name__])
 
 
 if __name__ == '__main__':
-  sys.exit(main())
+  sys.exit(rlds_write_crash.main(sys.modules[__name__]))

@@ -192,13 +192,19 @@ def _value_key(value: Any):
   return (array.dtype.str, array.shape, array.tobytes())
 
 
-def run(rounds: int, seed: int, directory: str) -> Dict[str, Any]:
+def run(rounds: int, seed: int, directory: str, crash=None
+        ) -> Dict[str, Any]:
+  """`rounds` kill-and-recover rounds; `crash` is the module whose
+  `kill_round`, `check_round`, `Reference` and `values_equal` run them (this
+  one by default; `record_crash.py` brings its own)."""
+  crash = crash or sys.modules[__name__]
   rng = random.Random(seed)
   data = os.path.join(directory, 'killed')
-  reference = Reference(os.path.join(directory, 'uninterrupted'))
+  reference = crash.Reference(os.path.join(directory, 'uninterrupted'))
   results, start = [], 0
   for number in range(rounds):
-    result = check_round(data, start, kill_round(data, rng), reference)
+    result = crash.check_round(data, start, crash.kill_round(data, rng),
+                               reference)
     results.append({'round': number, **result})
     start = result['recovered']
   return {
@@ -212,23 +218,25 @@ def run(rounds: int, seed: int, directory: str) -> Dict[str, Any]:
       'rounds_with_open_shards_registered': sum(
           r['registered_shards'] > 0 for r in results),
       'episodes_recovered': results[-1]['recovered'] if results else 0,
-      'values_equal_uninterrupted_run': values_equal(data, reference),
+      'values_equal_uninterrupted_run': crash.values_equal(data, reference),
       'per_round': results,
   }
 
 
-def main() -> int:
-  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+def main(crash=None) -> int:
+  """The command line of this benchmark, or of `crash`'s (see `run`)."""
+  crash = crash or sys.modules[__name__]
+  parser = argparse.ArgumentParser(description=crash.__doc__.split('\n')[0])
   parser.add_argument('--rounds', type=int, default=20)
   parser.add_argument('--seed', type=int, default=0)
   parser.add_argument('--json', action='store_true')
   parser.add_argument('--child', help=argparse.SUPPRESS)
   args = parser.parse_args()
   if args.child:
-    child(args.child)
+    crash.child(args.child)
     return 0
   with tempfile.TemporaryDirectory() as directory:
-    summary = run(args.rounds, args.seed, directory)
+    summary = run(args.rounds, args.seed, directory, crash)
   if args.json:
     print(json.dumps(summary, indent=1))
   else:
