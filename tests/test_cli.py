@@ -377,6 +377,16 @@ def test_closed_pipe_ends_quietly_with_141(dirs, tmp_path, args, closed):
 
 
 @pytest.mark.parametrize('command', cli.COMMANDS)
+def test_help_is_wrapped_to_the_terminal(command, capsys, monkeypatch):
+  monkeypatch.setenv('COLUMNS', '60')
+  with pytest.raises(SystemExit):
+    cli.main([command, '--help'])
+  description = capsys.readouterr().out.split('\n\n')[1]
+  assert max(len(line) for line in description.splitlines()) <= 58, (
+      description)
+
+
+@pytest.mark.parametrize('command', cli.COMMANDS)
 def test_help_has_examples(command, capsys):
   with pytest.raises(SystemExit) as exited:
     cli.main([command, '--help'])
