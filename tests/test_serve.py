@@ -224,6 +224,10 @@ def test_sigusr1_without_checkpoint_dir_keeps_serving(dataset, tmp_path):
     assert serve.size() == 6
     assert serve.stop(signal.SIGTERM) == 0
     assert 'checkpoint written to' not in serve.stderr()
+    assert serve.stderr().splitlines()[-1] == (
+        "rlds-reverb: stopped without --checkpoint-dir: the 6 items of table "
+        "'replay' are discarded (serve --checkpoint-dir DIR writes a "
+        "checkpoint at stop and reloads it)")
 
 
 def test_checkpoint_of_another_signature_fails_with_a_line_per_field(

@@ -102,9 +102,23 @@ def run(args: argparse.Namespace) -> int:
     if args.checkpoint_dir:
       path = _checkpoint(client, args.checkpoint_dir)
       output.note(f'checkpoint written to {path}')
+    else:
+      output.note(_discarded_text(client, args.table))
   finally:
     server.stop()
   return output.EXIT_OK
+
+
+def _discarded_text(client, table: str) -> str:
+  """What stopping without --checkpoint-dir throws away."""
+  try:
+    items = client.server_info(timeout=5)[table].current_size
+  except Exception:  # pylint: disable=broad-except
+    items = None  # Still say it, without the count.
+  held = (f'the {wording.count(items, "item")} of table {table!r} are'
+          if items is not None else f'table {table!r} is')
+  return (f'stopped without --checkpoint-dir: {held} discarded (serve '
+          f'--checkpoint-dir DIR writes a checkpoint at stop and reloads it)')
 
 
 class _Requests:
