@@ -31,8 +31,9 @@ setuptools.setup(
     python_requires='>=3.11,<3.12',
     install_requires=INSTALL_REQUIRES,
     extras_require={
-        # The tests run inspect --plot.
-        'test': ['pytest>=7', 'matplotlib>=3.7,<3.10'],
+        # The tests run inspect --plot, in two processes (pytest-xdist).
+        'test': ['pytest>=7', 'pytest-xdist==3.6.1',
+                 'matplotlib>=3.7,<3.10'],
         'plot': ['matplotlib>=3.7,<3.10'],
         # EnvLogger 1.2 (1.3 needs glibc 2.38): scripts/make_cartpole_dataset.py
         # and the benchmarks comparing with it. RldsRecorder does not use it.
