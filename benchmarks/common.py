@@ -1,5 +1,6 @@
 """Shared data and timing helpers for the benchmarks (D4RL halfcheetah shapes)."""
 
+import multiprocessing
 import os
 import platform
 import statistics
@@ -162,3 +163,104 @@ SHAPES = {
     'image': in_memory_frames_rlds,
     'embedding': in_memory_embedding_rlds,
 }
+
+
+# --- RLDS directories written by TFDS. ---------------------------------------
+
+def _vector_features():
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  return tfds.features.FeaturesDict({'steps': tfds.features.Dataset({
+      'observation': tfds.features.Tensor(shape=(OBSERVATION_SIZE,),
+                                          dtype=np.float32),
+      'action': tfds.features.Tensor(shape=(ACTION_SIZE,), dtype=np.float32),
+      **_scalar_features()})})
+
+
+def _frame_features():
+  """RL Unplugged DMLab's way: frames as PNG `Image` features."""
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  return tfds.features.FeaturesDict({'steps': tfds.features.Dataset({
+      'observation': tfds.features.FeaturesDict({
+          'pixels': tfds.features.Image(shape=FRAME_SHAPE, dtype=np.uint8,
+                                        encoding_format='png'),
+          'last_action': tfds.features.Tensor(shape=(), dtype=np.int64),
+          'last_reward': tfds.features.Tensor(shape=(), dtype=np.float32)}),
+      'action': tfds.features.Tensor(shape=(), dtype=np.int64),
+      **_scalar_features()})})
+
+
+def _scalar_features():
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  return {'reward': tfds.features.Tensor(shape=(), dtype=np.float32),
+          'discount': tfds.features.Tensor(shape=(), dtype=np.float32),
+          **{flag: tfds.features.Tensor(shape=(), dtype=np.bool_)
+             for flag in ('is_first', 'is_last', 'is_terminal')}}
+
+
+# Shape name: (features(), episode_arrays(num_steps, seed)).
+TFDS_SHAPES = {
+    'vector': (_vector_features, episode_arrays),
+    'image': (_frame_features, frame_episode_arrays),
+}
+
+
+def tfds_dir(shape: str, num_episodes: int, num_steps: int, data_dir: str,
+             num_shards: int = 4) -> str:
+  """Writes `shape` episodes with TFDS's own writer; the dataset's path.
+
+  Episodes are stored in the order written (`disable_shuffling`), in
+  `num_shards` record files.
+  """
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  features, arrays = TFDS_SHAPES[shape]
+  episodes = [(seed, {'steps': arrays(num_steps, seed)})
+              for seed in range(num_episodes)]
+  builder = tfds.dataset_builders.store_as_tfds_dataset(
+      f'bench_{shape}', '1.0.0', features(), {'train': episodes},
+      data_dir=data_dir, disable_shuffling=True,
+      download_config=tfds.download.DownloadConfig(
+          num_shards=min(num_shards, num_episodes)))
+  return os.fspath(builder.data_dir)
+
+
+# --- A Reverb server in a child process. -------------------------------------
+
+def _serve(table_name, signature, max_size, checkpoint_dir, connection):
+  """Child: one table (checkpointing into `checkpoint_dir`, if given)."""
+  import reverb  # pylint: disable=g-import-not-at-top
+  quiet.silence()
+  table = reverb.Table(
+      table_name, reverb.selectors.Uniform(), reverb.selectors.Fifo(),
+      max_size=max_size, rate_limiter=reverb.rate_limiters.MinSize(1),
+      signature=signature)
+  checkpointer = (reverb.checkpointers.DefaultCheckpointer(checkpoint_dir)
+                  if checkpoint_dir else None)
+  server = reverb.Server([table], checkpointer=checkpointer)
+  connection.send(server.port)
+  connection.recv()
+  server.stop()
+
+
+class ServerProcess:
+  """A Reverb server with one table in its own process.
+
+  The server's threads then do not share this process's interpreter lock
+  with the writer being measured, as on a real deployment.
+  """
+
+  def __init__(self, table_name: str, signature, max_size: int = 10**8,
+               checkpoint_dir=None):
+    import reverb  # pylint: disable=g-import-not-at-top
+    context = multiprocessing.get_context('spawn')
+    self._connection, child = context.Pipe()
+    self.process = context.Process(
+        target=_serve,
+        args=(table_name, signature, max_size, checkpoint_dir, child))
+    self.process.start()
+    self.port = self._connection.recv()
+    self.address = f'localhost:{self.port}'
+    self.client = reverb.Client(self.address)
+
+  def stop(self) -> None:
+    self._connection.send('stop')
+    self.process.join(timeout=60)

@@ -1,41 +1,51 @@
 """Push throughput and memory: TF-Agents, Reverb's raw writers, rlds_reverb.
 
 One run, the same data, items of 2 steps with stride 1 (TF-Agents'
-`ReverbAddTrajectoryObserver(2)`); shapes: vector (50 episodes x 1000 steps,
-D4RL halfcheetah) and image (20 x 1000, RL Unplugged DMLab 72x96x3 frames),
-large enough that the fixed cost of a push (measured last) fades:
+`ReverbAddTrajectoryObserver(2)`); shapes: vector (D4RL halfcheetah) and
+image (RL Unplugged DMLab 72x96x3 frames), from two sources:
 
-  tf_agents    vector: `rlds_to_reverb.push_rlds_to_reverb` + the observer's
-               flush; image: the observer fed our trajectories one by one
-               (TF-Agents' converter gives nested observations an extra axis).
-  structured   Reverb's StructuredWriter appending pre-made numpy rows (made
-               before timing) through its public `append`, creating the same
-               items, flushed in the same bounded batches (24 pending), and
-               fully at the end: Reverb's default chunking.
+  tfds     a directory written by TFDS's own writer (4 record files; frames as
+           PNG `Image` features, as RL Unplugged stores them), opened with
+           `rlds_reverb.load`: what users push. 150 x 1000 vector steps,
+           20 x 1000 image steps.
+  memory   episodes held in memory (`from_tensor_slices` of stacked arrays):
+           the cheapest source there is. 50 x 1000 vector, 20 x 1000 image.
+
+The writers:
+
+  tf_agents    (memory only) vector: `rlds_to_reverb.push_rlds_to_reverb` +
+               the observer's flush; image: the observer fed our trajectories
+               one by one (TF-Agents' converter gives nested observations an
+               extra axis).
+  structured   (memory only) Reverb's StructuredWriter appending pre-made
+               numpy rows (made before timing) through its public `append`,
+               creating the same items, flushed in bounded batches (24
+               pending), and fully at the end: Reverb's default chunking.
   chunked      Reverb's C++ trajectory writer with the chunk lengths
-               `rlds_reverb` chooses, fed the same pre-made rows in one stream
-               (a minimal loop written here: append, create the item, flush
-               every 16 items keeping the items of open chunks, end once).
-  rlds_reverb  `rlds_reverb.push(..., on_invalid='stop')`: conversion from
-               RLDS included, one read of the data, as the references.
-  rlds_reverb, read ahead  `rlds_reverb.push` with its default
-               `on_invalid='raise'`: the data is read (validated) once before
-               it is read again to write, so that nothing is written if an
-               episode is malformed.
+               `rlds_reverb` chooses, fed the same rows pre-made in memory in
+               one stream (a minimal loop written here: append, create the
+               item, flush every 16 items keeping the items of open chunks,
+               end once): the writer's limit, reading and converting nothing.
+  push, stop   `rlds_reverb.push(..., on_invalid='stop')`: reading and
+               converting included, one read of the data.
+  push         `rlds_reverb.push` with its defaults (`on_invalid='raise'`):
+               the data's flags are read and checked before anything is
+               written, then the data is read again to write.
 
-Each writes into an empty table on one in-process server, the writers taking
-turns round after round so that they share the machine's noise; the item count
-is checked after every run. Then the time of a push of 1 episode of 10 steps:
-what every push costs whatever its size (building the pipeline, checking the
-server, confirming). Then peak RSS of `rlds_reverb.push` over a streamed
-dataset of 10 and of 100 episodes, each in a fresh process.
+The server runs in a child process (as a deployment's would: its threads do
+not share the writer's interpreter lock); the writers take turns, round after
+round, on one empty table, so that they share the machine's noise, and the
+item count is checked after every run. Then, per tfds shape, the cost of the
+check's read (flags only) against a full read; the time of a push of 1
+episode of 10 steps (what every push costs whatever its size); and peak RSS
+of `rlds_reverb.push` over a streamed dataset of 10 and of 100 episodes, each
+in a fresh process.
 
-    python benchmarks/push_throughput.py [--shape vector image] [--repeats 3]
-        [--episodes N] [--skip-tf-agents] [--skip-rss]
+    python benchmarks/push_throughput.py [--source tfds memory]
+        [--shape vector image] [--repeats 3] [--episodes N]
+        [--skip-tf-agents] [--skip-rss]
 
-`--episodes` sets the number of episodes of every shape: on larger pushes
-the fixed cost fades and the steady rates show; `--skip-tf-agents` leaves
-out the slowest reference there.
+`--episodes` sets the number of episodes of every shape and source.
 """
 
 import argparse
@@ -43,6 +53,7 @@ import json
 import statistics
 import subprocess
 import sys
+import tempfile
 from typing import Optional
 
 import common  # pylint: disable=g-bad-import-order
@@ -56,6 +67,8 @@ from tf_agents.specs import tensor_spec
 import tree
 
 import rlds_reverb
+from rlds_reverb import validation
+from rlds_reverb import whole_reads
 from rlds_reverb.write import chunks
 from rlds_reverb.write import columns as columns_lib
 from rlds_reverb.write import reverb_cpp
@@ -63,7 +76,13 @@ from rlds_reverb.write import reverb_cpp
 TABLE = 'bench'
 FLUSH_EVERY = 24
 TIMEOUT_MS = 60_000
-SIZES = {'vector': (50, 1000), 'image': (20, 1000)}
+# (source, shape): (episodes, steps per episode).
+SIZES = {('memory', 'vector'): (50, 1000), ('memory', 'image'): (20, 1000),
+         ('tfds', 'vector'): (150, 1000), ('tfds', 'image'): (20, 1000)}
+
+
+def server_process(spec) -> common.ServerProcess:
+  return common.ServerProcess(TABLE, tensor_spec.add_outer_dim(spec), 10**7)
 
 
 def make_server(spec, max_size: int = 10**7) -> reverb.Server:
@@ -210,60 +229,101 @@ def peak_rss(num_episodes: int, steps: int) -> float:
   return json.loads(output.stdout.strip().splitlines()[-1])['peak_rss_mib']
 
 
-def measure_shape(shape: str, repeats: int, num_episodes: Optional[int],
-                  with_tf_agents: bool) -> None:
-  default_episodes, num_steps = SIZES[shape]
+def source_data(source: str, shape: str, num_episodes: int, num_steps: int,
+                data_dir: str):
+  if source == 'memory':
+    return common.SHAPES[shape](num_episodes, num_steps).cache()
+  return rlds_reverb.load(common.tfds_dir(shape, num_episodes, num_steps,
+                                          data_dir))
+
+
+def measure_shape(source: str, shape: str, repeats: int,
+                  num_episodes: Optional[int], with_tf_agents: bool,
+                  data_dir: str) -> None:
+  default_episodes, num_steps = SIZES[source, shape]
   num_episodes = num_episodes or default_episodes
-  data = common.SHAPES[shape](num_episodes, num_steps).cache()
+  data = source_data(source, shape, num_episodes, num_steps, data_dir)
   spec = rlds_reverb.create_trajectory_data_spec(data)
   episodes = numpy_rows(data)
   lengths = chunk_lengths_of(data, spec)
   expected_items = num_episodes * (num_steps - 1)
-  server = make_server(spec)
-  client = reverb.Client(f'localhost:{server.port}')
+  server = server_process(spec)
+  client = server.client
   push_rlds_reverb(data, client)  # Warm up: tracing, first iterator.
-  tf_agents = push_tf_agents if shape == 'vector' else observe_tf_agents
-  references = [('tf_agents', lambda: tf_agents(data, client))]
-  rates = measure(references[:int(with_tf_agents)] + [
-      ('structured (pre-made rows)',
-       lambda: push_raw_writer(episodes, client, spec)),
+  writers = []
+  if source == 'memory':
+    tf_agents = push_tf_agents if shape == 'vector' else observe_tf_agents
+    writers += [('tf_agents', lambda: tf_agents(data, client))][
+        :int(with_tf_agents)]
+    writers.append(('structured (pre-made rows)',
+                    lambda: push_raw_writer(episodes, client, spec)))
+  writers += [
       ('chunked (pre-made rows)',
        lambda: push_chunked_writer(episodes, client, lengths)),
-      ('rlds_reverb.push', lambda: push_rlds_reverb(data, client)),
-      ('rlds_reverb.push, read ahead',
+      ('rlds_reverb.push, stop', lambda: push_rlds_reverb(data, client)),
+      ('rlds_reverb.push (default)',
        lambda: push_rlds_reverb(data, client, 'raise')),
-  ], client, expected_items, repeats)
+  ]
+  rates = measure(writers, client, expected_items, repeats)
   server.stop()
-  print(f'\n{shape}: {num_episodes} episodes x {num_steps} steps; chunk '
-        f'lengths {lengths}; items of 2 steps, stride 1; median of {repeats} '
-        f'interleaved rounds')
+  label = {'memory': 'in memory (from_tensor_slices)',
+           'tfds': 'a TFDS directory (4 record files) read by load()'}[source]
+  print(f'\n{shape}, {label}: {num_episodes} episodes x {num_steps} steps; '
+        f'chunk lengths {lengths}; items of 2 steps, stride 1; median of '
+        f'{repeats} interleaved rounds')
   for name, values in rates.items():
     print(f'{name:29s} {statistics.median(values):10,.0f} items/s')
-  ours = rates['rlds_reverb.push']
-  for name in ('tf_agents', 'structured (pre-made rows)',
-               'chunked (pre-made rows)', 'rlds_reverb.push, read ahead'):
-    if name not in rates:
-      continue
-    ratios = [a / b for a, b in zip(ours, rates[name])]
-    print(f'rlds_reverb / {name:29s} {statistics.median(ratios):5.2f}x '
-          f'(per round: {", ".join(f"{r:.2f}" for r in ratios)})')
-  chunked = rates['chunked (pre-made rows)']
-  structured_rates = rates['structured (pre-made rows)']
-  ratios = [a / b for a, b in zip(chunked, structured_rates)]
-  print(f'chunked / structured, both on pre-made rows: '
-        f'{statistics.median(ratios):.2f}x')
+  for ours_name in ('rlds_reverb.push, stop', 'rlds_reverb.push (default)'):
+    for name in ('tf_agents', 'structured (pre-made rows)',
+                 'chunked (pre-made rows)'):
+      if name in rates:
+        print_ratio(ours_name, name, rates)
+  if source == 'tfds':
+    print_read_costs(data, repeats)
+
+
+def print_ratio(ours: str, reference: str, rates) -> None:
+  ratios = [a / b for a, b in zip(rates[ours], rates[reference])]
+  print(f'{ours} / {reference}: {statistics.median(ratios):5.2f}x '
+        f'(per round: {", ".join(f"{r:.2f}" for r in ratios)})')
+
+
+def print_read_costs(data, repeats: int) -> None:
+  """Seconds of the default push's check (flags only, images left encoded)
+  against reading every field, TFDS's standard way and whole."""
+  reads = [
+      ('the check (validate)', lambda: validation.validate(data)),
+      ('full read, whole episodes',
+       lambda: consume(whole_reads.whole(data))),
+      ('full read, TFDS step by step',
+       lambda: consume(data.flat_map(_steps).batch(1024))),
+  ]
+  for name, fn in reads:
+    fn()  # Warm up.
+    print(f'{name:29s} {common.timed(fn, repeats)[0]:8.2f} s')
+
+
+def consume(dataset) -> None:
+  for _ in dataset.prefetch(2):
+    pass
+
+
+def _steps(episode):
+  return episode['steps']
 
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+  parser.add_argument('--source', nargs='+', default=['tfds', 'memory'],
+                      choices=['tfds', 'memory'])
   parser.add_argument('--shape', nargs='+', default=['vector', 'image'],
-                      choices=sorted(SIZES))
+                      choices=['vector', 'image'])
   parser.add_argument('--steps', type=int, default=1000,
                       help='steps per episode of the RSS runs')
   parser.add_argument('--repeats', type=int, default=3)
   parser.add_argument('--episodes', type=int,
-                      help='episodes of every shape (default: 50 vector, '
-                      '20 image)')
+                      help='episodes of every shape and source (default: '
+                      '150 vector from TFDS, 50 in memory, 20 image)')
   parser.add_argument('--skip-tf-agents', action='store_true')
   parser.add_argument('--skip-rss', action='store_true')
   parser.add_argument('--rss-child', type=int, help=argparse.SUPPRESS)
@@ -272,9 +332,11 @@ def main():
     rss_child(args.rss_child, args.steps)
     return
   print(f'machine: {common.machine()}')
-  for shape in args.shape:
-    measure_shape(shape, args.repeats, args.episodes,
-                  not args.skip_tf_agents)
+  with tempfile.TemporaryDirectory(prefix='push_throughput_') as data_dir:
+    for source in args.source:
+      for shape in args.shape:
+        measure_shape(source, shape, args.repeats, args.episodes,
+                      not args.skip_tf_agents, data_dir)
   server = make_server(rlds_reverb.create_trajectory_data_spec(
       common.in_memory_rlds(1, 10)))
   fixed_seconds = fixed_cost(reverb.Client(f'localhost:{server.port}'),

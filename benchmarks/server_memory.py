@@ -32,7 +32,6 @@ Unplugged DMLab: 72x96x3 frames and scalars, 20,767 B per step), embedding
 """
 
 import argparse
-import multiprocessing
 import os
 import statistics
 import tempfile
@@ -72,38 +71,17 @@ BATCH_SIZE = 64
 
 # --- A server in a child process. --------------------------------------------
 
-def _serve(signature, checkpoint_dir, connection) -> None:
-  """Child: one table, checkpointing into `checkpoint_dir`; until told."""
-  with quiet.quieted():
-    table = reverb.Table(
-        TABLE, reverb.selectors.Uniform(), reverb.selectors.Fifo(),
-        max_size=10**8, rate_limiter=reverb.rate_limiters.MinSize(1),
-        signature=signature)
-    server = reverb.Server(
-        [table], checkpointer=reverb.checkpointers.DefaultCheckpointer(
-            checkpoint_dir))
-    connection.send(server.port)
-    connection.recv()
-    server.stop()
-
-
-class ServerProcess:
+class ServerProcess(common.ServerProcess):
   """A Reverb server in its own process; its RSS and checkpoint size."""
 
   def __init__(self, signature):
     self._checkpoints = tempfile.mkdtemp(prefix='server_memory_')
-    context = multiprocessing.get_context('spawn')
-    self._connection, child = context.Pipe()
-    self._process = context.Process(
-        target=_serve, args=(signature, self._checkpoints, child))
-    self._process.start()
-    self.address = f'localhost:{self._connection.recv()}'
-    self.client = reverb.Client(self.address)
+    super().__init__(TABLE, signature, 10**8, self._checkpoints)
 
   def rss_bytes(self) -> int:
     """Resident memory after the server settles (items arrive async)."""
     time.sleep(1.0)
-    return common.proc_status_bytes('VmRSS', self._process.pid)
+    return common.proc_status_bytes('VmRSS', self.process.pid)
 
   def checkpoint_bytes(self) -> int:
     path = self.client.checkpoint()
@@ -111,10 +89,6 @@ class ServerProcess:
 
   def items(self) -> int:
     return self.client.server_info(timeout=30)[TABLE].current_size
-
-  def stop(self) -> None:
-    self._connection.send('stop')
-    self._process.join(timeout=60)
 
 
 # --- The writers. ------------------------------------------------------------
