@@ -12,6 +12,10 @@ INSTALL_REQUIRES = [
     # Newer ones need protobuf 5; TensorFlow 2.15 pins protobuf 4.
     'tensorflow-metadata>=1.13,<1.16',
     'rlds==0.1.8',
+    # TensorFlow and Reverb take any grpcio; from 1.75 on it needs
+    # typing-extensions 4.12, which tf-agents 0.19's pin (4.5) forbids. Pinned,
+    # pip does not download and reject twenty grpcio wheels to find that out.
+    'grpcio==1.74.0',
     'dm-tree>=0.1.8',
     'numpy>=1.23.5,<2',
     # TFDS' dataset writer needs it and does not declare it.
