@@ -110,6 +110,17 @@ def priority(text: str) -> float:
   return value
 
 
+def gamma(text: str) -> float:
+  """argparse type: a discount factor, 0 <= gamma <= 1."""
+  try:
+    value = float(text)
+  except ValueError as e:
+    raise argparse.ArgumentTypeError(f"must be a number, got '{text}'") from e
+  if not 0 <= value <= 1:
+    raise argparse.ArgumentTypeError(f"must be in [0, 1], got '{text}'")
+  return value
+
+
 def seconds(text: str) -> float:
   """argparse type: a finite number of seconds > 0."""
   try:

@@ -68,6 +68,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       metavar='L', help='steps per item (default: %(default)s)')
   parser.add_argument('--stride', type=options.positive_int, default=1, metavar='S',
                       help='steps between item starts (default: %(default)s)')
+  parser.add_argument('--n-step', type=options.positive_int, default=None,
+                      metavar='N',
+                      help=('write n-step transitions (observation, action, '
+                            'discounted reward, discount, next observation; '
+                            'Acme\'s arithmetic) instead of trajectories; '
+                            'with --gamma; into a table served with --n-step'))
+  parser.add_argument('--gamma', type=options.gamma, default=None,
+                      metavar='G', help='the discount factor of --n-step')
   parser.add_argument('--pad-end-of-episodes', action='store_true',
                       help='pad an episode shorter than an item to one item')
   parser.add_argument('--priority', type=options.priority, default=1.0,
@@ -120,6 +128,9 @@ def run(args: argparse.Namespace) -> int:
   if args.runner:
     from rlds_reverb.cli import runner  # pylint: disable=g-import-not-at-top,import-outside-toplevel
     return runner.run(args)
+  if args.n_step:
+    print_nstep_summary(push_nstep(args), args)
+    return output.EXIT_OK
   if args.workers > 1:
     from rlds_reverb.cli import workers  # pylint: disable=g-import-not-at-top,import-outside-toplevel
     return workers.run(args)
@@ -149,9 +160,51 @@ def check_usage(args: argparse.Namespace) -> None:
        f'--table {_repeated(args.table)} is given more than once: every item '
        f'would be written that many times into it'),
   ]
-  for failed, message in problems:
+  for failed, message in problems + _nstep_problems(args):
     if failed:
       raise output.CliError(message, output.EXIT_USAGE)
+
+
+def _nstep_problems(args: argparse.Namespace):
+  """--n-step writes transitions in one process, each episode as read."""
+  if not args.n_step:
+    return [(args.gamma is not None, '--gamma goes with --n-step')]
+  kept_out = [(args.sequence_length != 2, '--sequence-length'),
+              (args.stride != 1, '--stride'),
+              (args.pad_end_of_episodes, '--pad-end-of-episodes'),
+              (args.on_invalid != 'raise', '--on-invalid skip'),
+              (bool(args.resume), '--resume'),
+              (args.workers > 1, '--workers'),
+              (bool(args.runner), '--runner')]
+  return [(args.gamma is None, '--n-step needs --gamma G (0 <= G <= 1)')] + [
+      (given, f'--n-step writes transitions, not trajectories, in one '
+              f'process without resuming: drop {option}')
+      for given, option in kept_out]
+
+
+def push_nstep(args: argparse.Namespace) -> dict:
+  """`push_nstep_transitions` of the dataset (or shard); its summary."""
+  from rlds_reverb.write import push as push_lib  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  rlds_data = options.load(args, shard=args.shard)
+  result = push_lib.push_nstep_transitions(
+      rlds_data, args.server[0], args.table, n=args.n_step,
+      discount=args.gamma, priority=args.priority, timeout=args.timeout,
+      chunk_length=push_shared.settings_of(args)['chunk_length'],
+      strict=args.strict)
+  return push_shared.summary_of(result)
+
+
+def print_nstep_summary(summary: dict, args: argparse.Namespace) -> None:
+  if args.json:
+    output.print_json(summary)
+    return
+  print(f"pushed {wording.count(summary['episodes'], 'episode')}, "
+        f"{wording.count(summary['trajectories'], 'transition')} of "
+        f"{args.n_step} steps (gamma {args.gamma:g}), "
+        f"{wording.count(summary['items'], 'item')} in "
+        f"{summary['seconds']:.2f} s")
+  push_shared.note_found({'warnings': [], 'notes': summary['notes'],
+                          'skipped': []})
 
 
 def _repeated(values) -> str:

@@ -71,6 +71,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help='how items are sampled (default: %(default)s)')
   parser.add_argument('--remover', choices=REMOVERS, default='fifo',
                       help='which item goes when full (default: %(default)s)')
+  parser.add_argument('--n-step', action='store_true',
+                      help=('sign the table for n-step transitions (push '
+                            '--n-step), not trajectories'))
   parser.add_argument('--checkpoint-dir', default=None, metavar='DIR',
                       help=('load the newest checkpoint there at start (its '
                             'table settings win over these options) and '
@@ -85,8 +88,11 @@ def run(args: argparse.Namespace) -> int:
   found = _checkpoints_to_restore(args.checkpoint_dir)
   import reverb  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   from rlds_reverb import specs  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.convert import nstep  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   step_format, spec = options.step_format(args, options.load(args))
-  signature = specs.table_signature(spec)
+  # n-step items have no time axis: their spec is the signature.
+  signature = (nstep.transition_spec(step_format.spec) if args.n_step
+               else specs.table_signature(spec))
   output.note_data(step_format.notes())
   requests = _Requests()
   requests.install()
