@@ -10,11 +10,9 @@ import sys
 
 import numpy as np
 import pytest
-import reverb
-import tree
-
 from rlds_reverb import cli
 from tests import test_nstep
+from tests import test_serve
 from tests.test_cli import HANG_GUARD_S
 from tests.test_cli import error_lines
 from tests.test_cli import run_cli
@@ -47,16 +45,8 @@ def served(dataset):
 
 
 def take_all(address: str):
-  """Every item of the served table as numpy; the table left empty."""
-  client = reverb.Client(address)
-  count = client.server_info(timeout=10)[TABLE].current_size
-  items = []
-  for _ in range(count):
-    sample = next(client.sample(TABLE, emit_timesteps=False,
-                                unpack_as_table_signature=True))
-    items.append(tree.map_structure(np.asarray, sample.data))
-    client.mutate_priorities(TABLE, deletes=[sample.info.key])
-  return items
+  """Every item of the served table, its data as numpy; the table emptied."""
+  return [data for _, data in test_serve.take_all(address, TABLE)]
 
 
 def test_push_n_step_writes_the_transitions(dataset, served):

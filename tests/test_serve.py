@@ -122,22 +122,22 @@ class Serve:
     return client.server_info(timeout=10)[TABLE].current_size
 
 
-def take_all(address: str):
+def take_all(address: str, table: str = TABLE):
   """Every item, oldest first, as (priority, data).
 
   Serve's table keeps sampled items, so each is deleted once sampled; its fifo
   sampler then gives the next.
   """
   client = reverb.Client(address)
-  count = client.server_info(timeout=10)[TABLE].current_size
+  count = client.server_info(timeout=10)[table].current_size
   items = []
   for _ in range(count):
-    sample = next(client.sample(TABLE, emit_timesteps=False,
+    sample = next(client.sample(table, emit_timesteps=False,
                                 unpack_as_table_signature=True))
     items.append((float(sample.info.priority),
                   tree.map_structure(np.asarray, sample.data)))
-    client.mutate_priorities(TABLE, deletes=[sample.info.key])
-  assert client.server_info(timeout=10)[TABLE].current_size == 0
+    client.mutate_priorities(table, deletes=[sample.info.key])
+  assert client.server_info(timeout=10)[table].current_size == 0
   return items
 
 
