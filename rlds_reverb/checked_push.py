@@ -248,9 +248,13 @@ def push_source(source: Source, server: server_lib.ServerLike,
 
   The resume file, if any, also records the dataset, split and shard.
   """
-  job = CheckedPush(source.load(), server, tables, settings,
-                    on_invalid=on_invalid, resume=resume, source=source,
-                    resume_anyway=resume_anyway)
+  try:
+    job = CheckedPush(source.load(), server, tables, settings,
+                      on_invalid=on_invalid, resume=resume, source=source,
+                      resume_anyway=resume_anyway)
+  except KeyboardInterrupt as e:  # Opening the data, checking the server.
+    e.add_note('Nothing was written.')
+    raise
   job.check()
   return job.write()
 
@@ -385,10 +389,10 @@ class CheckedPush:
     callbacks = [] if on_confirmed is None else [on_confirmed]
     if recorder is not None:
       callbacks.append(recorder.on_confirmed)
-    remaining = validation.without_episodes(
-        whole_reads.whole(self._data),
-        [episode.position for episode in plan.skipped]).skip(done)
-    try:
+    try:  # Building the pipeline too: an interrupt there wrote nothing.
+      remaining = validation.without_episodes(
+          whole_reads.whole(self._data),
+          [episode.position for episode in plan.skipped]).skip(done)
       result = self._write(remaining, callbacks)
     except (RldsReverbError, tf.errors.OpError, ValueError,
             KeyboardInterrupt) as e:

@@ -140,9 +140,27 @@ def test_push_chunks_keep_every_row_of_items_sampled_away(bundled, tmp_path):
   report = rlds_reverb.export('replay', tmp_path / 'out',
                               checkpoint=directory)
 
-  rlds_dirs.assert_same_episodes(export_data.steps_of(tmp_path / 'out'),
-                                 steps)
-  assert (report.items_removed, report.lost) == (6000, False)
+  # Uniform sampling is random: a chunk that only a few items reference (the
+  # stream's last, cut short at the end) can lose them all, and its episode
+  # its end. What comes back is whole and equal to its source; what does not
+  # is counted; with 1-step chunks most would be gone (the test above).
+  got = export_data.steps_of(tmp_path / 'out')
+  kept = _matching_sources(got, steps)
+  rlds_dirs.assert_same_episodes(got, [steps[i] for i in kept])
+  assert len(kept) + report.missing_end.count + report.missing_start.count \
+      == len(steps)
+  assert len(kept) >= len(steps) - 4, (len(kept), report)
+  assert report.items_removed == 6000
+
+
+def _matching_sources(got, steps) -> list:
+  """The source episode each exported one is, by its first observation;
+  in order."""
+  firsts = [episode['steps']['observation'][0].tobytes() for episode in steps]
+  kept = [firsts.index(episode['steps']['observation'][0].tobytes())
+          for episode in got]
+  assert kept == sorted(kept), kept
+  return kept
 
 
 def test_strict_refuses_a_loss_writing_nothing(evicted, tmp_path):
