@@ -13,7 +13,9 @@ import reverb
 from tf_agents.replay_buffers import reverb_utils
 
 import rlds_reverb
+from rlds_reverb import checked_push
 from rlds_reverb import specs
+from rlds_reverb import validation
 from tests import reverb_tables
 from tests import rlds_data
 from tests.test_cli import CLEAN, write_tfds
@@ -240,4 +242,22 @@ def test_timeout_must_be_finite_and_positive(address, timeout):
     rlds_reverb.push(rlds_data.as_rlds(CLEAN), address, 'a', timeout=timeout)
   assert str(error.value) == (
       f'timeout must be a finite number of seconds > 0, got {timeout!r}.')
+  assert _size(address) == 0
+
+
+def _interrupted(*args, **kwargs):
+  raise KeyboardInterrupt
+
+
+def test_ctrl_c_while_the_write_pipeline_is_built_says_nothing_was_written(
+    address, monkeypatch):
+  """An interrupt between the check and the first row (building the read
+  pipeline takes a while) must say so, as one during the check does."""
+  job = checked_push.CheckedPush(rlds_data.as_rlds(CLEAN), address, ['a'],
+                                 checked_push.Settings())
+  job.check()
+  monkeypatch.setattr(validation, 'without_episodes', _interrupted)
+  with pytest.raises(KeyboardInterrupt) as interrupted:
+    job.write()
+  assert interrupted.value.__notes__ == ['Nothing was written.']
   assert _size(address) == 0
