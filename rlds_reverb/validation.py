@@ -86,14 +86,15 @@ def validate(rlds_data: tf.data.Dataset, strict: bool = False,
       `strict` as for `convert_rlds_to_trajectories`).
   """
   step_format = step_spec_lib.step_format(rlds_data, strict)
-  rlds_data = whole_reads.whole(rlds_data, images=False)  # Flags only.
+  # The rules need the flags only: images are left encoded.
+  rlds_data = whole_reads.whole(rlds_data, images=False)
   flag_field = invalid_flag_field(rlds_data.element_spec)
-  episodes = rlds_data.enumerate()
+  indexed = rlds_data.enumerate()
   if episodes_lib.is_whole(rlds_data):  # A map: no dataset per episode.
-    flags = episodes.map(functools.partial(
+    flags = indexed.map(functools.partial(
         _whole_episode_flags, flag_field=flag_field, step_format=step_format))
   else:
-    flags = episodes.flat_map(functools.partial(
+    flags = indexed.flat_map(functools.partial(
         _episode_flags, flag_field=flag_field, step_format=step_format))
   checked = flags.map(_check_episode)
   episodes = steps = 0
