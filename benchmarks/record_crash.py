@@ -24,10 +24,7 @@ Exit status 1 if an episode was lost or differs.
 
 import os
 import random
-import signal
-import subprocess
 import sys
-import time
 from typing import Any, Dict
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
@@ -51,9 +48,6 @@ from rlds_reverb.tfds_out import layout  # pylint: disable=g-import-not-at-top
 
 NAME = 'recording'
 SHARD_EPISODES = 3
-MAX_FINISHED_BEFORE_KILL = 6
-MAX_DELAY_S = 0.04
-CHILD_TIMEOUT_S = 120
 
 
 class IndexedEnv(py_environment.PyEnvironment):
@@ -134,23 +128,8 @@ def child(directory: str) -> None:
 
 
 def kill_round(directory: str, rng: random.Random) -> Dict[str, Any]:
-  """Starts a child, kills it at a random point; what it had finished."""
-  process = subprocess.Popen(
-      [sys.executable, os.path.abspath(__file__), '--child', directory],
-      stdout=subprocess.PIPE, text=True)
-  wanted = rng.randint(0, MAX_FINISHED_BEFORE_KILL)
-  printed = []
-  deadline = time.monotonic() + CHILD_TIMEOUT_S
-  while len(printed) < wanted and time.monotonic() < deadline:
-    line = process.stdout.readline()
-    if not line:
-      break
-    printed.append(int(line))
-  time.sleep(rng.uniform(0, MAX_DELAY_S))
-  process.send_signal(signal.SIGKILL)
-  printed += [int(line) for line in process.stdout.read().split()]
-  process.wait()
-  return {'finished': printed, 'killed_after': len(printed)}
+  """A recording child killed at a random point; what it had finished."""
+  return rlds_write_crash.kill_round(directory, rng, __file__)
 
 
 class Reference:

@@ -91,10 +91,12 @@ def child(directory: str) -> None:
       print(index, flush=True)
 
 
-def kill_round(directory: str, rng: random.Random) -> Dict[str, Any]:
-  """Starts a child, kills it at a random point; what it had finished."""
+def kill_round(directory: str, rng: random.Random,
+               script: str = __file__) -> Dict[str, Any]:
+  """Starts `script --child` (a writer printing each episode it finished),
+  kills it at a random point; what it had finished."""
   process = subprocess.Popen(
-      [sys.executable, os.path.abspath(__file__), '--child', directory],
+      [sys.executable, os.path.abspath(script), '--child', directory],
       stdout=subprocess.PIPE, text=True)
   wanted = rng.randint(0, MAX_FINISHED_BEFORE_KILL)
   printed = []
