@@ -128,7 +128,7 @@ def test_sampled_away_items_lose_ends_counted_exactly(bundled, tmp_path):
           report.rows_before) == (0, 0, 0)
 
 
-def test_push_chunks_keep_every_row_of_items_sampled_away(bundled, tmp_path):
+def test_push_chunks_keep_the_rows_of_items_sampled_away(bundled, tmp_path):
   steps, _, spec = bundled
   server = _pushed_and_checkpointed(
       tmp_path, spec, 32, sampler=reverb.selectors.Uniform(),

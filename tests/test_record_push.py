@@ -31,6 +31,7 @@ from tests import record_envs  # pylint: disable=g-import-not-at-top
 from tests import reverb_tables  # pylint: disable=g-import-not-at-top
 from tests.test_record import numpy_list_observer  # pylint: disable=g-import-not-at-top
 from tests.test_record import tf_setup  # pylint: disable=g-import-not-at-top
+from tests.test_tfds_out_push import assert_same_flat_items  # pylint: disable=g-import-not-at-top
 from tests.test_tfds_out_push import drain_flat  # pylint: disable=g-import-not-at-top
 from tests.test_tfds_out_push import leaf_index  # pylint: disable=g-import-not-at-top
 from tests.test_tfds_out_push import policy_info  # pylint: disable=g-import-not-at-top
@@ -111,9 +112,4 @@ def test_pushed_recording_equals_the_observers_items(make_server, tmp_path,
       item[discount] = np.array([0.0, 0.0], np.float32)
   pushed = drain_flat(address, 'pushed')
   assert result.items == len(pushed) == len(expected)
-  for index, (got, want) in enumerate(zip(pushed, expected)):
-    assert len(got) == len(want)
-    for leaf, (got_leaf, want_leaf) in enumerate(zip(got, want)):
-      assert got_leaf.dtype == want_leaf.dtype, (index, leaf)
-      np.testing.assert_array_equal(got_leaf, want_leaf,
-                                    err_msg=f'item {index}, leaf {leaf}')
+  assert_same_flat_items(pushed, expected)

@@ -31,6 +31,18 @@ def policy_info(current, following):
   return current['policy_info']
 
 
+def assert_same_flat_items(got, want) -> None:
+  """Items (flat leaf lists, as `drain_flat` gives them) equal one by one:
+  same count, leaves, dtypes and values."""
+  assert len(got) == len(want), (len(got), len(want))
+  for index, (got_item, want_item) in enumerate(zip(got, want)):
+    assert len(got_item) == len(want_item)
+    for leaf, (got_leaf, want_leaf) in enumerate(zip(got_item, want_item)):
+      assert got_leaf.dtype == want_leaf.dtype, (index, leaf)
+      np.testing.assert_array_equal(got_leaf, want_leaf,
+                                    err_msg=f'item {index}, leaf {leaf}')
+
+
 def drain_flat(address: str, table: str):
   """Every item of an unsigned fifo table, in order: its flat leaves."""
   client = reverb.Client(address)
@@ -81,9 +93,4 @@ def test_recorded_episodes_push_the_observers_items(make_server, tmp_path):
       item[discount] = np.array([0.0, 0.0], np.float32)
   pushed = drain_flat(address, 'pushed')
   assert result.items == len(pushed) == len(expected)
-  for index, (got, want) in enumerate(zip(pushed, expected)):
-    assert len(got) == len(want)
-    for leaf, (got_leaf, want_leaf) in enumerate(zip(got, want)):
-      assert got_leaf.dtype == want_leaf.dtype, (index, leaf)
-      np.testing.assert_array_equal(got_leaf, want_leaf,
-                                    err_msg=f'item {index}, leaf {leaf}')
+  assert_same_flat_items(pushed, expected)
