@@ -2,7 +2,7 @@
 
 import setuptools
 
-# A set that installs and imports together on Python 3.11 (see README).
+# A set that installs and imports together on Python 3.11.
 INSTALL_REQUIRES = [
     'tensorflow==2.15.1',
     'dm-reverb==0.14.0',

@@ -116,7 +116,7 @@ def test_convention_errors(text, message, monkeypatch, tmp_path):
 def test_a_background_block_that_fails_at_ctrl_c_fails_the_page(tmp_path):
   page = tmp_path / 'page.md'
   page.write_text('<!-- docs-test: background -->\n```sh\n'
-                  "trap 'exit 3' INT; echo ready; tail -f /dev/null\n```\n')
+                  "trap 'exit 3' INT; echo ready; tail -f /dev/null\n```\n")
   result = subprocess.run(
       [sys.executable, '-m', 'tests.docs_blocks', str(page), free_port()],
       cwd=tmp_path, env=docs_blocks.environment(''), capture_output=True,
