@@ -2,7 +2,7 @@
 
 import setuptools
 
-# A set that installs and imports together on Python 3.11 (see README).
+# A set that installs and imports together on Python 3.11.
 INSTALL_REQUIRES = [
     'tensorflow==2.15.1',
     'dm-reverb==0.14.0',
@@ -45,6 +45,11 @@ setuptools.setup(
         # rlds_reverb.beam and `push --runner`. Resolved with the pins above;
         # alone on top, pip once moved protobuf to 6, which breaks TF 2.15.
         'beam': ['apache-beam==2.77.0', 'protobuf>=3.20.3,<5'],
+        # The docs site: `mkdocs build --strict` (docs/development.md). The
+        # API page reads the docstrings from the sources (griffe), importing
+        # nothing.
+        'docs': ['mkdocs==1.6.1', 'mkdocstrings==1.0.8',
+                 'mkdocstrings-python==2.0.11'],
     },
     include_package_data=True,
     package_data={'rlds_reverb': ['data/**/*']},

@@ -217,10 +217,11 @@ def push(
     `notes` on fields read otherwise than stored.
 
   Raises:
-    StepSpecError, ValueError (a bad chunk_length, on_invalid or priority,
-      a table named twice),
-      ServerUnavailableError, TableNotFoundError, SignatureMismatchError,
-      DataReadError, MalformedEpisodeError, ResumeStateError: before writing.
+    ValueError: before writing: a bad chunk_length, on_invalid or priority,
+      a table named twice, or steps that do not convert (`StepSpecError`).
+    RldsReverbError: before writing: `ServerUnavailableError`,
+      `TableNotFoundError`, `SignatureMismatchError`, `DataReadError`,
+      `MalformedEpisodeError`, `ResumeStateError`.
     ReverbTimeoutError: the server stopped confirming; says what was.
     tf.errors.InvalidArgumentError: on_invalid='stop' and an episode is
       malformed; a note says what was confirmed before.

@@ -35,10 +35,10 @@ import rlds_reverb  # pylint: disable=g-import-not-at-top
 from rlds_reverb import errors  # pylint: disable=g-import-not-at-top
 from rlds_reverb.record import RldsRecorder  # pylint: disable=g-import-not-at-top
 from rlds_reverb.record import UnfinishedEpisodesWarning  # pylint: disable=g-import-not-at-top
+from tests import docs_blocks  # pylint: disable=g-import-not-at-top
 from tests import driver_data  # pylint: disable=g-import-not-at-top
 from tests import record_envs  # pylint: disable=g-import-not-at-top
 from tests import rlds_dirs  # pylint: disable=g-import-not-at-top
-from tests import test_readme  # pylint: disable=g-import-not-at-top
 
 
 def run_py_driver(directory, driver_env, policy, *, max_steps=None,
@@ -577,11 +577,12 @@ def test_a_directory_with_other_files_is_refused(tmp_path):
       f'{tmp_path} is not empty: it holds files other than a dataset.')
 
 
-# --- The README's example. ---------------------------------------------------
+# --- The docs' example (docs/recording_export.md). --------------------------
 
 
-def test_the_readme_recording_example_runs(tmp_path, monkeypatch, capsys):
-  code = test_readme.python_block("## Recording an agent's experience")
+def test_the_docs_recording_example_runs(tmp_path, monkeypatch, capsys):
+  code = docs_blocks.python_block('docs/recording_export.md',
+                                  "## Recording an agent's experience")
   monkeypatch.chdir(tmp_path)
   with warnings.catch_warnings():
     warnings.simplefilter('error', UnfinishedEpisodesWarning)

@@ -50,8 +50,8 @@ class WriteToReverb(beam.PTransform):
       I % S. A malformed address raises `AddressError` here; each worker's
       `setup` checks the servers (a refused connection fails at once).
     tables: the table name(s) on every server; each item goes to each table.
-    sequence_length, stride_length, end_of_episode, priority, timeout,
-      chunk_length: as for `rlds_reverb.push`.
+    sequence_length: as for `rlds_reverb.push`; so are stride_length,
+      end_of_episode, priority, timeout and chunk_length.
     on_invalid: 'raise' (a malformed episode fails its bundle, before it is
       written) or 'skip' (it goes to the 'skipped' output).
     step_spec: the data's step spec (`ReadEpisodes(...).step_spec`);

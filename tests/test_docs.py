@@ -1,0 +1,157 @@
+"""Every Python and shell block of README.md and docs/*.md runs as written.
+
+Each page runs in its own process and temporary directory, its blocks in
+order against real local servers (`tests/docs_blocks.py` says how, and how a
+block that cannot run says so). The Python API block runs twice in one
+directory: a rerun must not trip over what the first left behind.
+"""
+
+import ast
+import pathlib
+import re
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from tests import docs_blocks
+
+ROOT = docs_blocks.ROOT
+HANG_GUARD_S = 600
+# Pages whose blocks take long: Beam's DirectRunner and two worker processes.
+SLOW_PAGES = ('docs/scaling.md',)
+# Pages run by a test of their own, which also checks their output.
+CHECKED_PAGES = ('README.md', 'docs/index.md')
+# Every block that does not run, by page and first line: a new skip must be
+# added here, in sight of review.
+SKIPPED = {
+    ('README.md', 'pip install ".[test,beam]"'),       # .ci/run installs so
+    ('README.md', 'rlds-reverb demo'),                 # .ci/run runs both
+    ('docs/index.md', 'python examples/seed_replay_buffer.py'),
+    ('docs/conversion.md', 'python -m pytest -q tests/test_dataset_shapes.py'),
+    ('docs/conversion.md', 'python -m pytest -q tests/test_catalog.py'),
+    ('docs/scaling.md', 'rlds-reverb push --dataset gs://BUCKET/tfds/NAME/1.0.0 --table replay \\'),
+    ('docs/development.md', 'python -m pytest -q -n 2 tests'),
+    ('docs/development.md', 'pip install ".[docs]" && mkdocs build --strict'),
+}
+
+
+def free_port() -> str:
+  with socket.socket() as probe:
+    probe.bind(('', 0))
+    return str(probe.getsockname()[1])
+
+
+def run_page(page: pathlib.Path, cwd: pathlib.Path) -> str:
+  result = subprocess.run(
+      [sys.executable, '-m', 'tests.docs_blocks', str(page), free_port()],
+      cwd=cwd, env=docs_blocks.environment(''), capture_output=True,
+      text=True, timeout=HANG_GUARD_S, check=False)
+  assert result.returncode == 0, result.stderr[-6000:]
+  return result.stdout
+
+
+def page_ids():
+  return [str(page.relative_to(ROOT)) for page in docs_blocks.PAGES]
+
+
+@pytest.mark.parametrize('name', [
+    pytest.param(name, marks=[pytest.mark.slow] if name in SLOW_PAGES else [])
+    for name in page_ids() if name not in CHECKED_PAGES])
+def test_page_runs(name, tmp_path):
+  run_page(ROOT / name, tmp_path)
+
+
+def test_readme_trains_an_agent_from_the_served_table(tmp_path):
+  """The README's example: serve, push, train by address. (Run here rather
+  than in test_page_runs, so that its output is checked.)"""
+  out = run_page(ROOT / 'README.md', tmp_path)
+  assert re.search(r'^serving replay on port \d+ of every interface', out, re.M)
+  assert 'pushed 64 episodes, 9932 steps, 9868 items' in out
+  assert re.search(r'^100 train steps on 9868 items; loss \d', out, re.M)
+
+
+def test_python_api_example_runs_twice(tmp_path):
+  """docs/index.md's Python API example, twice in the same directory (it once
+  saved a resume file bound to its server's port)."""
+  for _ in range(2):
+    out = run_page(ROOT / 'docs/index.md', tmp_path)
+    # The bundled set: 64 episodes, 9,932 steps, 9,868 two-step items.
+    assert out == '9932 64 9932 9868 ()\n'
+  assert list(tmp_path.iterdir()) == []
+
+
+def test_the_blocks_that_do_not_run_are_the_known_few():
+  """Every page parses (languages, directives); its skips are listed above."""
+  skipped = {(block.page, block.code.split('\n')[0].split('  #')[0].rstrip())
+             for page in docs_blocks.PAGES
+             for block in docs_blocks.blocks(page)
+             if (block.directive or '').startswith('skip')}
+  assert skipped == SKIPPED
+
+
+@pytest.mark.parametrize('text, message', [
+    ('```bash\nls\n```\n', "docs/x.md:1: a block of language 'bash'; "
+     'expected one of python, sh, text (text for output and pictures).'),
+    ('```\nls\n```\n', "docs/x.md:1: a block of language ''; expected one "
+     'of python, sh, text (text for output and pictures).'),
+    ('<!-- docs-test: skip -->\n```sh\nls\n```\n',
+     "docs/x.md:1: docs-test directive 'skip'; expected 'skip (why)', "
+     "'background' or 'requires MODULE'."),
+    ('```sh\nls\n', 'docs/x.md:1: a block that is never closed.'),
+    ('- a list\n\n  ```sh\n  ls\n  ```\n',
+     'docs/x.md:3: an indented fence; fences start at the line start here.'),
+])
+def test_convention_errors(text, message, monkeypatch, tmp_path):
+  (tmp_path / 'docs').mkdir()
+  page = tmp_path / 'docs' / 'x.md'
+  page.write_text(text)
+  monkeypatch.setattr(docs_blocks, 'ROOT', tmp_path)
+  with pytest.raises(docs_blocks.DocsBlockError) as error:
+    docs_blocks.blocks(page)
+  assert str(error.value) == message
+
+
+def test_a_background_block_that_fails_at_ctrl_c_fails_the_page(tmp_path):
+  page = tmp_path / 'page.md'
+  page.write_text('<!-- docs-test: background -->\n```sh\n'
+                  "trap 'exit 3' INT; echo ready; tail -f /dev/null\n```\n")
+  result = subprocess.run(
+      [sys.executable, '-m', 'tests.docs_blocks', str(page), free_port()],
+      cwd=tmp_path, env=docs_blocks.environment(''), capture_output=True,
+      text=True, timeout=HANG_GUARD_S, check=False)
+  assert result.returncode == 1
+  assert result.stderr.splitlines()[-1] == (
+      'docs-test: a background block exited 3 at Ctrl-C.')
+
+
+def test_relative_links_of_the_readme_reach_files():
+  """mkdocs checks the links between docs pages; the README is not one."""
+  readme = (ROOT / 'README.md').read_text()
+  targets = re.findall(r'\]\(((?!https?:)[^)#]+)(?:#[^)]*)?\)', readme)
+  assert targets and [t for t in targets if not (ROOT / t).exists()] == []
+
+
+def test_the_api_page_documents_every_public_name():
+  """`rlds_reverb.__all__` and `rlds_reverb.beam.__all__`, each from the
+  module that defines it: a new public name needs its entry, and a renamed
+  one breaks `mkdocs build --strict`."""
+  init = ast.parse((ROOT / 'rlds_reverb/__init__.py').read_text())
+  lazy, public, eager = {}, [], {}
+  for node in init.body:
+    if isinstance(node, ast.Assign) and node.targets[0].id == '_LAZY':
+      lazy = ast.literal_eval(node.value)
+    elif isinstance(node, ast.Assign) and node.targets[0].id == '__all__':
+      public = ast.literal_eval(node.value)
+    elif isinstance(node, ast.ImportFrom):
+      eager.update((alias.name, node.module) for alias in node.names)
+  expected = {f'{lazy.get(name) or eager[name]}.{name}' for name in public}
+  beam = ast.parse((ROOT / 'rlds_reverb/beam/__init__.py').read_text())
+  beam_all = next(ast.literal_eval(node.value) for node in beam.body
+                  if isinstance(node, ast.Assign)
+                  and node.targets[0].id == '__all__')
+  expected |= {f'rlds_reverb.beam.{name}' for name in beam_all}
+  documented = set(re.findall(r'^::: (\S+)$',
+                              (ROOT / 'docs/api.md').read_text(), re.M))
+  assert documented == expected
