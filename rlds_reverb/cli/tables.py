@@ -30,8 +30,10 @@ PRIORITY_EXPONENT = 0.8
 # SampleToInsertRatio's error buffer unless given, or samples_per_insert
 # when larger (Reverb's least).
 ERROR_BUFFER = 100.0
-# A max_size from which the memory estimate is per million items.
-UNBOUNDED_SIZE = 2**31
+# Reverb's tables take sizes and counts as 32-bit ints.
+LARGEST = 2**31 - 1
+# The largest max_size, as good as none: the memory estimate is per million.
+UNBOUNDED_SIZE = LARGEST
 
 # Where the parsed options are kept in the namespace.
 _TABLES = 'table_list'
@@ -67,13 +69,15 @@ class TableOptions:
 # --- Values, each checked alone. ---------------------------------------------
 
 def _int_at_least(least: int) -> Callable[[str], int]:
+  """An int from `least` to Reverb's largest (its sizes are 32-bit)."""
   def convert(text: str) -> int:
     try:
       value = int(text)
     except ValueError:
       value = None
-    if value is None or value < least:
-      raise ValueError(f"must be an integer >= {least}, got '{text}'")
+    if value is None or not least <= value <= LARGEST:
+      raise ValueError(f'must be an integer from {least} to {LARGEST}, got '
+                       f"'{text}'")
     return value
   return convert
 
@@ -111,7 +115,8 @@ OPTIONS = {
         f'with probability ~ priority^X (default: {PRIORITY_EXPONENT})'),
     '--max-size': ('max_size', _int_at_least(1), 'N',
                    'items kept; the remover drops one, silently, for each '
-                   'insert beyond (default: 1000000)'),
+                   f'insert beyond (default: 1000000; {LARGEST}, the largest, '
+                   'for no bound)'),
     '--max-times-sampled': (
         'max_times_sampled', _int_at_least(0), 'N',
         'an item is removed once sampled N times (default: 0, never)'),
