@@ -356,7 +356,8 @@ def test_memory_lines_of_unbounded_and_unsized_tables():
   row = {'pixels': tf.TensorSpec([72, 96, 3], tf.uint8),
          'text': tf.TensorSpec([], tf.string)}
   per_item = 1600 + 20736 + 915 / 2 + 915 / 32
-  assert serve.memory_lines(row, infos) == [
+  in_order = {name: infos[name] for name in ('bounded', 'unbounded')}
+  assert serve.memory_lines(row, in_order) == [
       "memory estimate: table 'bounded': about 23 KB per item; max_size "
       f'1,000 -> about {wording.size(per_item * 1000)}',
       "memory estimate: table 'unbounded': about 23 KB per item; max_size "

@@ -6,16 +6,18 @@ both; GUIDE: ~1.6 KB per item, ~915 B per chunk per column). A push with
 stride S adds S rows per item, each row to a chunk of c rows per column
 (`chunks.rule`), so per item:
 
-    ITEM_BYTES + S * sum over columns (CHUNK_BYTES / c + b)
+    ITEM_OVERHEAD_BYTES + S * sum over columns (CHUNK_OVERHEAD_BYTES / c + b)
 
 with b the column's bytes per row, raw: Reverb compresses chunks with
 snappy, so compressible data (frames) takes less, never much more. A string
 column, or one with a dimension the spec leaves unknown, has no size in the
 spec: it is left out, and named (`ItemMemory.unsized`).
 
-    2-step vector items (D4RL halfcheetah, 103 B a step)   ~1.9 KB
-    2-step 72x96x3 frames (20.7 KB a step, raw)             ~23 KB
-                                    (measured: ~14 KB, the frames compressed)
+    2-step items of                     estimate   server RSS growth
+    D4RL halfcheetah vectors (103 B)    1,880 B    1,847 B
+    72x96x3 frames (20.7 KB, raw)       23,030 B   15,030 B (frames compressed)
+
+(`benchmarks/server_memory.py`, which prints both).
 """
 
 import dataclasses
@@ -26,9 +28,9 @@ from rlds_reverb.write import chunks
 from rlds_reverb.write import columns as columns_lib
 
 # A server's memory per item, whatever its data (item, key, priority, slices).
-ITEM_BYTES = 1600
+ITEM_OVERHEAD_BYTES = 1600
 # A server's memory per chunk and column, besides the chunk's data.
-CHUNK_BYTES = 915
+CHUNK_OVERHEAD_BYTES = 915
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,8 +59,10 @@ def item_memory(row_spec: Any, stride_length: int = 1,
     if row_bytes is None:
       unsized.append(column.path)
       row_bytes = 0
-    per_row += CHUNK_BYTES / chunks.rule(row_bytes, longest) + row_bytes
-  return ItemMemory(ITEM_BYTES + stride_length * per_row, tuple(unsized))
+    per_row += (CHUNK_OVERHEAD_BYTES / chunks.rule(row_bytes, longest) +
+                row_bytes)
+  return ItemMemory(ITEM_OVERHEAD_BYTES + stride_length * per_row,
+                    tuple(unsized))
 
 
 def _row_bytes(column: columns_lib.Column):
