@@ -17,7 +17,8 @@ With `--items episode`, whole-episode items instead: TF-Agents'
 `rlds_reverb.push_rlds_to_reverb` given the same observer (no sampling rates:
 a sample is a whole episode, whatever the chunks).
 
-For each: resident memory growth of the server per item and per step,
+For each: resident memory growth of the server per item and per step (and
+`rlds-reverb serve`'s estimate, `write.memory`, against rlds_reverb's),
 checkpoint bytes per item, and sampling rates through
 `reverb.TrajectoryDataset` and TF-Agents' `ReverbReplayBuffer.as_dataset`
 (items/s, in batches of 64 items of 2 steps); sampling
@@ -49,6 +50,7 @@ import tree
 import push_throughput  # pylint: disable=g-bad-import-order
 import rlds_reverb
 from rlds_reverb.write import chunks
+from rlds_reverb.write import memory
 
 TABLE = 'bench'
 SIZES = {  # shape: (episodes, steps per episode)
@@ -246,6 +248,10 @@ def _print_shape(shape, data, num_episodes, num_steps, results,
           f'{statistics.median(r["replay"]):9,.0f}')
   ours, tfa, structured = (results['rlds_reverb'], results['tf_agents'],
                            results['structured'])
+  estimate = memory.item_memory(rlds_reverb.create_trajectory_data_spec(data))
+  print(f"serve's estimate (write.memory): {estimate.bytes_per_item:,.0f} "
+        f'B/item; rlds_reverb measured / estimate: '
+        f'{ours["rss_per_item"] / estimate.bytes_per_item:.2f}x')
   print(f'rlds_reverb / tf_agents:  memory {_ratio(ours, tfa, "rss_per_item")}'
         f', checkpoint {_ratio(ours, tfa, "checkpoint_per_item")}')
   print(f'rlds_reverb / structured: memory '

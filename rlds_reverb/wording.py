@@ -1,4 +1,5 @@
-"""How messages read: counts ('1 episode', '2 episodes'), text on one line."""
+"""How messages read: counts ('1 episode', '2 episodes'), sizes ('1.8 KB'),
+text on one line."""
 
 from typing import Optional
 
@@ -18,3 +19,12 @@ def noun(number: int, singular: str, plural: Optional[str] = None) -> str:
 def one_line(text: str) -> str:
   """`text` with every run of whitespace, newlines too, as one space."""
   return ' '.join(text.split())
+
+
+def size(num_bytes: float) -> str:
+  """'915 B', '1.8 KB', '23 KB', '1.8 GB': decimal units, about 2 digits."""
+  for unit, scale in (('TB', 1e12), ('GB', 1e9), ('MB', 1e6), ('KB', 1e3)):
+    if num_bytes >= scale * 0.995:
+      value = num_bytes / scale
+      return f'{value:,.0f} {unit}' if value >= 9.95 else f'{value:.1f} {unit}'
+  return f'{int(round(num_bytes))} B'

@@ -65,10 +65,12 @@ def pushed_items(signature):
 class Serve:
   """`rlds-reverb serve` as a subprocess with its stderr in a file."""
 
-  def __init__(self, dataset, stderr_path, checkpoint_dir=None, port=None):
+  def __init__(self, dataset, stderr_path, checkpoint_dir=None, port=None,
+               table_args=('--table', TABLE, '--sampler', 'fifo',
+                           '--max-size', '100'), names=(TABLE,)):
     command = [sys.executable, '-m', 'rlds_reverb', 'serve', '--dataset',
-               dataset, '--table', TABLE, '--sampler', 'fifo',
-               '--max-size', '100']
+               dataset, *table_args]
+    self.names = ', '.join(names)
     if checkpoint_dir is not None:
       command += ['--checkpoint-dir', str(checkpoint_dir)]
     if port is not None:
@@ -87,11 +89,11 @@ class Serve:
       line = self.process.stdout.readline()
     finally:
       guard.cancel()
-    assert line.startswith(f'serving {TABLE} on '), (line, self.stderr())
+    assert line.startswith(f'serving {self.names} on '), (line, self.stderr())
     self.address = line.split()[-1]
     self.port = int(self.address.split(':')[-1])
-    assert line == (f'serving {TABLE} on port {self.port} of every interface, '
-                    f'e.g. localhost:{self.port}\n'), line
+    assert line == (f'serving {self.names} on port {self.port} of every '
+                    f'interface, e.g. localhost:{self.port}\n'), line
     return self
 
   def __exit__(self, *exc_info):

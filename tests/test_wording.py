@@ -1,4 +1,4 @@
-"""Messages: counts singular for exactly one; text on one line."""
+"""Messages: counts singular for exactly one; sizes; text on one line."""
 
 import pytest
 
@@ -26,3 +26,23 @@ def test_noun_alone():
 def test_one_line():
   assert wording.one_line('  Cannot read\n  x.tfrecord:\tcorrupt  ') == (
       'Cannot read x.tfrecord: corrupt')
+
+
+SIZES = [  # (bytes, text): decimal units, about two digits.
+    (0, '0 B'),
+    (915, '915 B'),
+    (994, '994 B'),
+    (996, '1.0 KB'),
+    (1807.6, '1.8 KB'),
+    (22826, '23 KB'),
+    (903_781, '904 KB'),
+    (999_600, '1.0 MB'),
+    (1.8e9, '1.8 GB'),
+    (1.84e12, '1.8 TB'),
+    (2.5e15, '2,500 TB'),
+]
+
+
+@pytest.mark.parametrize('num_bytes, text', SIZES)
+def test_size(num_bytes, text):
+  assert wording.size(num_bytes) == text

@@ -14,9 +14,7 @@ otherwise, whatever TF_CPP_MIN_LOG_LEVEL says. A reader that goes away
 
 import argparse
 import importlib
-import shutil
 import sys
-import textwrap
 import traceback
 from typing import List, Optional
 
@@ -65,17 +63,10 @@ def _add_command(subparsers, common: argparse.ArgumentParser,
   command = importlib.import_module(f'rlds_reverb.cli.{name}')
   parser = subparsers.add_parser(
       name, parents=[common], help=command.HELP,
-      description=_wrapped(command.DESCRIPTION), epilog=command.EPILOG,
+      description=output.wrapped(command.DESCRIPTION), epilog=command.EPILOG,
       formatter_class=argparse.RawDescriptionHelpFormatter)
   command.add_arguments(parser)
   parser.set_defaults(run=command.run)
-
-
-def _wrapped(text: str) -> str:
-  """`text` filled to the terminal's width, as argparse fills option help
-  (the epilogs are laid out by hand and stay as written)."""
-  width = max(shutil.get_terminal_size().columns - 2, 40)
-  return textwrap.fill(text, width)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -7,8 +7,10 @@
 import json
 import os
 import re
+import shutil
 import signal
 import sys
+import textwrap
 from typing import Any, Dict, List, Optional, Sequence
 
 from rlds_reverb import errors
@@ -123,6 +125,13 @@ def reader_gone() -> int:
 
 def print_json(value: Any) -> None:
   print(json.dumps(value, indent=None, sort_keys=False), flush=True)
+
+
+def wrapped(text: str) -> str:
+  """`text` filled to the terminal's width, as argparse fills option help:
+  for texts that a raw help formatter prints as given (descriptions)."""
+  width = max(shutil.get_terminal_size().columns - 2, 40)
+  return textwrap.fill(text, width)
 
 
 def note(message: str) -> None:

@@ -1,9 +1,12 @@
-"""`rlds-reverb serve`: a Reverb server with one table signed for a dataset.
+"""`rlds-reverb serve`: a Reverb server with tables signed for a dataset.
 
-The table's signature is the dataset's trajectory spec with a time axis, so
-`rlds-reverb push` and TF-Agents' `ReverbReplayBuffer` fit it as they are.
-Its rate limiter is MinSize(1), which never blocks inserts. It runs until
-SIGINT or SIGTERM, then (with --checkpoint-dir) checkpoints and stops.
+Every table's signature is the dataset's trajectory spec with a time axis
+(with --n-step, its transition spec), so `rlds-reverb push` and TF-Agents'
+`ReverbReplayBuffer` fit it as they are. Each table has its own sampler,
+remover, sizes and rate limiter (`tables`: MinSize(1) by default, which never
+blocks inserts). At start it says what each table's items will cost in memory
+(`write.memory`). It runs until SIGINT or SIGTERM, then (with
+--checkpoint-dir) checkpoints and stops.
 
 Reverb listens on every interface: dm-reverb 0.14.0's server binds [::]:PORT
 and takes no host, so there is no --host, and the line it prints says so. A
@@ -20,27 +23,40 @@ checkpoint on SIGUSR1 while it keeps serving, as
 import argparse
 import signal
 import time
-from typing import Optional
+from typing import List, Optional, Sequence
 
 from rlds_reverb import addresses
 from rlds_reverb import checkpoints
 from rlds_reverb import wording
 from rlds_reverb.cli import options
 from rlds_reverb.cli import output
+from rlds_reverb.cli import tables
 from rlds_reverb.errors import AddressError
 
-HELP = "run a Reverb server with a table signed for a dataset's trajectories"
-DESCRIPTION = ('Runs a Reverb server with one table whose signature is '
-               "the dataset's trajectory spec with a time axis, until "
-               'SIGINT or SIGTERM.')
+HELP = "run a Reverb server with tables signed for a dataset's trajectories"
+DESCRIPTION = ('Runs a Reverb server with one or more tables whose signature '
+               "is the dataset's trajectory spec with a time axis, until "
+               'SIGINT or SIGTERM. At start it prints an estimate of the '
+               "memory each table's items take.")
 EPILOG = """\
 examples:
   rlds-reverb serve --dataset bundled:cartpole --table replay --port 8000
-  rlds-reverb serve --dataset DIR --table replay --sampler prioritized \\
-      --max-size 100000 --checkpoint-dir /tmp/reverb_ckpt
+  rlds-reverb serve --dataset DIR --max-size 100000 \\
+      --table uniform \\
+      --table prioritized --sampler prioritized --priority-exponent 0.6 \\
+      --table ratio --samples-per-insert 4 --min-size 1000 --error-buffer 400 \\
+      --checkpoint-dir /tmp/reverb_ckpt
   kill -USR1 PID    # checkpoint now and keep serving
 
-It prints 'serving TABLE on port PORT of every interface, e.g.
+Table options apply to the --table before them (--max-size above, given
+first, to all three). At start it prints, per table, e.g. "memory estimate:
+table 'replay': about 1.9 KB per item; max_size 1,000,000 -> about 1.9 GB":
+items as 'rlds-reverb push' writes them (chunk lengths by its rule), data
+counted raw (Reverb compresses it: images take less). A table with
+--samples-per-insert blocks inserts while nothing samples: a push into it
+warns, then fails after its --timeout.
+
+It prints 'serving TABLES on port PORT of every interface, e.g.
 localhost:PORT' once ready; stop it with Ctrl-C or SIGTERM. Reverb listens
 on every interface and has no option for one: keep the port behind a
 firewall. A --port that another server already listens on is refused
@@ -50,27 +66,16 @@ newest: use a directory of its own. reverb.Client('HOST:PORT').checkpoint()
 from Python writes one too.
 """
 
-SAMPLERS = ('uniform', 'fifo', 'lifo', 'prioritized')
-REMOVERS = ('fifo', 'lifo', 'uniform')
-PRIORITY_EXPONENT = 0.8
 # How often the main thread looks at what the signals asked for.
 _POLL_S = 0.2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
   options.add_dataset_arguments(parser)
-  parser.add_argument('--table', required=True, help='the table name')
   parser.add_argument('--port', type=port_number, default=None,
                       help=('port to listen on, on every interface: 1-65535, '
                             'refused if another server listens there '
                             '(default, or 0: a free one)'))
-  parser.add_argument('--max-size', type=int, default=1_000_000,
-                      help=('items kept; older ones are removed silently '
-                            '(default: %(default)s)'))
-  parser.add_argument('--sampler', choices=SAMPLERS, default='uniform',
-                      help='how items are sampled (default: %(default)s)')
-  parser.add_argument('--remover', choices=REMOVERS, default='fifo',
-                      help='which item goes when full (default: %(default)s)')
   parser.add_argument('--n-step', action='store_true',
                       help=('sign the table for n-step transitions (push '
                             '--n-step), not trajectories'))
@@ -78,12 +83,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help=('load the newest checkpoint there at start (its '
                             'table settings win over these options) and '
                             'write one on SIGUSR1 and at shutdown'))
+  tables.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-  if args.max_size < 1:
-    raise output.CliError(f'--max-size must be >= 1, got {args.max_size}',
-                          output.EXIT_USAGE)
+  configured = tables.table_options(args)
   _check_port(args.port)
   found = _checkpoints_to_restore(args.checkpoint_dir)
   import reverb  # pylint: disable=g-import-not-at-top,import-outside-toplevel
@@ -91,38 +95,72 @@ def run(args: argparse.Namespace) -> int:
   from rlds_reverb.convert import nstep  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   step_format, spec = options.step_format(args, options.load(args))
   # n-step items have no time axis: their spec is the signature.
-  signature = (nstep.transition_spec(step_format.spec) if args.n_step
-               else specs.table_signature(spec))
+  row_spec = nstep.transition_spec(step_format.spec) if args.n_step else spec
+  signature = row_spec if args.n_step else specs.table_signature(spec)
   output.note_data(step_format.notes())
   requests = _Requests()
   requests.install()
-  server = _start(reverb, args, signature, found)
+  server = _start(reverb, args, configured, signature, found)
+  names = [table.name for table in configured]
   try:
     client = reverb.Client(f'localhost:{server.port}')
     info = client.server_info(timeout=30)
-    _check_loaded_table(info, args.table, signature)
+    for name in names:
+      _check_loaded_table(info, name, signature)
     if found:
-      output.note(_restored_text(found, info, args.table))
-    print(serving_text(args.table, server.port), flush=True)
+      output.note(_restored_text(found, info, names))
+    for line in memory_lines(row_spec, {name: info[name] for name in names}):
+      output.note(line)
+    print(serving_text(names, server.port), flush=True)
     _serve_until_stopped(requests, client, args.checkpoint_dir)
     if args.checkpoint_dir:
       path = _checkpoint(client, args.checkpoint_dir)
       output.note(f'checkpoint written to {path}')
     else:
-      output.note(_discarded_text(client, args.table))
+      output.note(_discarded_text(client, names))
   finally:
     server.stop()
   return output.EXIT_OK
 
 
-def _discarded_text(client, table: str) -> str:
+def memory_lines(row_spec, infos) -> List[str]:
+  """Per table: its memory per item and at its max_size (the served one: a
+  checkpoint's wins over the options)."""
+  from rlds_reverb.write import memory  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  estimate = memory.item_memory(row_spec)
+  per_item = wording.size(estimate.bytes_per_item)
+  lines = []
+  for name, info in infos.items():
+    if info.max_size >= tables.UNBOUNDED_SIZE:
+      total = (f'max_size {info.max_size:,} (unbounded) -> about '
+               f'{wording.size(estimate.bytes_per_item * 1e6)} per million '
+               'items')
+    else:
+      total = (f'max_size {info.max_size:,} -> about '
+               f'{wording.size(estimate.bytes_per_item * info.max_size)}')
+    lines.append(f'memory estimate: table {name!r}: about {per_item} per '
+                 f'item; {total}')
+  if estimate.unsized:
+    lines.append(
+        'memory estimate: not counting the data of '
+        f'{", ".join(repr(path) for path in estimate.unsized)} (strings or '
+        'shapes the spec leaves open: their size is not known before a push)')
+  return lines
+
+
+def _discarded_text(client, names: Sequence[str]) -> str:
   """What stopping without --checkpoint-dir throws away."""
   try:
-    items = client.server_info(timeout=5)[table].current_size
+    info = client.server_info(timeout=5)
+    held = ', '.join(
+        f'{wording.count(info[name].current_size, "item")} of table {name!r}'
+        for name in names)
+    held = f'the {held} are'
   except Exception:  # pylint: disable=broad-except
-    items = None  # Still say it, without the count.
-  held = (f'the {wording.count(items, "item")} of table {table!r} are'
-          if items is not None else f'table {table!r} is')
+    # Still say it, without the counts.
+    held = (f'{wording.noun(len(names), "table")} '
+            f'{", ".join(repr(name) for name in names)} '
+            f'{wording.noun(len(names), "is", "are")}')
   return (f'stopped without --checkpoint-dir: {held} discarded (serve '
           f'--checkpoint-dir DIR writes a checkpoint at stop and reloads it)')
 
@@ -207,10 +245,13 @@ def _incomplete_text(found: checkpoints.Checkpoints) -> str:
           f'deletes {them} at the next checkpoint')
 
 
-def _restored_text(found: checkpoints.Checkpoints, info, table: str) -> str:
+def _restored_text(found: checkpoints.Checkpoints, info,
+                   names: Sequence[str]) -> str:
   if not found.newest:
-    return (f'no complete checkpoint in {found.root}; table {table!r} '
-            'starts empty')
+    which = (f'{wording.noun(len(names), "table")} '
+             f'{", ".join(repr(name) for name in names)}')
+    return (f'no complete checkpoint in {found.root}; {which} '
+            f'{wording.noun(len(names), "starts", "start")} empty')
   sizes = ', '.join(f'{wording.count(info[name].current_size, "item")} in '
                     f'{name!r}'
                     for name in sorted(info))
@@ -244,23 +285,21 @@ def _check_port(port: Optional[int]) -> None:
     raise output.CliError(f'--port: {e}', output.EXIT_USAGE) from e
 
 
-def serving_text(table: str, port: int) -> str:
+def serving_text(names: Sequence[str], port: int) -> str:
   """What serve prints once ready; its last word is an address to use."""
-  return (f'serving {table} on port {port} of every interface, e.g. '
-          f'localhost:{port}')
+  return (f'serving {", ".join(names)} on port {port} of every interface, '
+          f'e.g. localhost:{port}')
 
 
-def _start(reverb, args, signature, found):
+def _start(reverb, args, configured, signature, found):
   _check_port(args.port)  # Again: loading the dataset took seconds.
   checkpointer = None
   if args.checkpoint_dir:
     checkpointer = reverb.checkpointers.DefaultCheckpointer(args.checkpoint_dir)
-  table = reverb.Table(
-      name=args.table, sampler=_selector(reverb, args.sampler),
-      remover=_selector(reverb, args.remover), max_size=args.max_size,
-      rate_limiter=reverb.rate_limiters.MinSize(1), signature=signature)
+  served = [tables.make_table(reverb, table, signature)
+            for table in configured]
   try:
-    return reverb.Server([table], port=args.port, checkpointer=checkpointer)
+    return reverb.Server(served, port=args.port, checkpointer=checkpointer)
   except (RuntimeError, ValueError) as e:
     where = f'port {args.port}' if args.port else 'a free port'
     if found and found.newest:
@@ -268,13 +307,6 @@ def _start(reverb, args, signature, found):
     raise output.CliError(
         f'could not start a Reverb server on {where}: {output.error_line(e)}'
     ) from e
-
-
-def _selector(reverb, name: str):
-  if name == 'prioritized':
-    return reverb.selectors.Prioritized(PRIORITY_EXPONENT)
-  return {'uniform': reverb.selectors.Uniform, 'fifo': reverb.selectors.Fifo,
-          'lifo': reverb.selectors.Lifo}[name]()
 
 
 def _check_loaded_table(info, table: str, signature) -> None:
