@@ -10,7 +10,10 @@ few blocks that cannot run as they are say so on the line just above them:
     <!-- docs-test: background -->       a server the page's later blocks use:
                                           started, waited for until it prints
                                           its first line, stopped with SIGINT
-                                          (Ctrl-C) after them; must exit 0
+                                          (Ctrl-C) after them, or before the
+                                          next background block starts (as a
+                                          reader stops one server to try the
+                                          next on the same port); must exit 0
     <!-- docs-test: requires MODULE -->  skipped when MODULE is not installed
                                           (apache_beam: the `beam` extra)
 
@@ -142,13 +145,15 @@ def run_page(page: pathlib.Path, port: str) -> None:
       if block.language == 'python':
         exec(compile(code, block.where, 'exec'), namespace)  # pylint: disable=exec-used
       elif block.directive == 'background':
+        while servers:
+          _stop(*servers.pop())
         servers.append(_start(block, code))
       else:
         subprocess.run(['bash', '-e', '-o', 'pipefail', '-c', code],
                        check=True)
   finally:
-    for server, log in servers:
-      _stop(server, log)
+    while servers:
+      _stop(*servers.pop())
 
 
 def _start(block: Block, code: str):
