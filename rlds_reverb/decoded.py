@@ -20,6 +20,7 @@ from typing import Any, Optional
 
 import tensorflow as tf
 from tf_agents.replay_buffers import reverb_replay_buffer
+from tf_agents.specs import tensor_spec
 
 from rlds_reverb.errors import ImageFieldError
 from rlds_reverb.specs import encoded as encoded_spec
@@ -117,10 +118,9 @@ def _same_structure(a, b) -> bool:
 
 
 def stored_item_spec(signature: Any) -> Any:
-  """A table signature's item spec without the time axis, names kept."""
-  return tf.nest.map_structure(
-      lambda spec: tf.TensorSpec(spec.shape[1:], spec.dtype, spec.name),
-      signature)
+  """A table signature's item spec without the time axis, names and
+  bounds kept (the data spec the table was made from)."""
+  return tensor_spec.remove_outer_dims_nest(signature, 1)
 
 
 class EncodedReplayBuffer(reverb_replay_buffer.ReverbReplayBuffer):
