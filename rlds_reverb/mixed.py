@@ -25,6 +25,10 @@ called in Python once per batch with the batch's step, so any function works
 `start_step` the agent's train step, `f` sees the train step. Prefetching
 does not shift it: the step is the batch's index, not the time it is drawn.
 
+Tables of encoded images (`push(images='encoded')`) are read decoded
+(`EncodedReplayBuffer`): an encoded offline table mixes with the raw online
+table TF-Agents' observer writes, their decoded specs compared.
+
 Reverb's uniform sampler is not seeded: which items a batch holds differs
 between runs; how many come from each table does not.
 """
@@ -38,7 +42,9 @@ import reverb
 import tensorflow as tf
 from tf_agents.replay_buffers import reverb_replay_buffer
 
+from rlds_reverb import decoded
 from rlds_reverb.errors import MixedReplayError
+from rlds_reverb.specs import encoded as encoded_spec
 from rlds_reverb.specs import paths
 from rlds_reverb.write import server as server_lib
 
@@ -195,15 +201,17 @@ def as_buffers(offline: ReplayLike, online: ReplayLike, num_steps: int,
            for name, replay in replays.items() if not is_buffer(replay)}
   given = [replay for replay in replays.values() if is_buffer(replay)]
   data_spec = (given[0].data_spec if given
-               else unbatched(infos['offline'].signature))
+               else encoded_spec.decoded_spec(
+                   unbatched(infos['offline'].signature)))
   if len(given) == 2:
     check_same_spec(offline.data_spec, online.data_spec, 'online data spec')
   for name, info in infos.items():
-    check_same_spec(data_spec, unbatched(info.signature),
+    check_same_spec(data_spec,
+                    encoded_spec.decoded_spec(unbatched(info.signature)),
                     f'{name} table {info.name!r} signature')
   return [replay if is_buffer(replay)
-          else buffer_for(replay, data_spec, num_steps)
-          for replay in replays.values()]
+          else buffer_for(replay, unbatched(infos[name].signature), num_steps)
+          for name, replay in replays.items()]
 
 
 def is_buffer(replay) -> bool:
@@ -234,10 +242,14 @@ def unbatched(signature):
       signature)
 
 
-def buffer_for(replay: Tuple[str, str], data_spec, num_steps: int):
+def buffer_for(replay: Tuple[str, str], stored_spec, num_steps: int):
+  """A buffer of the table; one that decodes if it holds encoded images."""
   address, table = replay
+  if encoded_spec.is_encoded(stored_spec):
+    return decoded.EncodedReplayBuffer(
+        stored_spec, table, sequence_length=num_steps, server_address=address)
   return reverb_replay_buffer.ReverbReplayBuffer(
-      data_spec, table, sequence_length=num_steps, server_address=address)
+      stored_spec, table, sequence_length=num_steps, server_address=address)
 
 
 def check_same_spec(expected, actual,

@@ -44,6 +44,8 @@ def push(src: Union[str, Sequence[str]], server: Union[str, Sequence[str]],
          data_dir: Optional[str] = None, runner: str = 'DirectRunner',
          options: Sequence[Tuple[str, str]] = (), on_invalid: str = 'raise',
          parts_per_file: Optional[int] = None, strict: bool = False,
+         images: str = 'raw', image_format: str = 'png',
+         image_fields: Optional[Sequence[str]] = None,
          **push_options) -> PushResult:
   """Pushes `src` with a Beam pipeline on `runner`; the counters' sums.
 
@@ -55,7 +57,7 @@ def push(src: Union[str, Sequence[str]], server: Union[str, Sequence[str]],
     options: pipeline options as (key, value): ('direct_num_workers', '2').
     on_invalid: 'raise' or 'skip' (`WriteToReverb`).
     parts_per_file: `ReadEpisodes`' parts per record file.
-    strict: as for `rlds_reverb.push`.
+    strict, images, image_format, image_fields: as for `rlds_reverb.push`.
     **push_options: sequence_length, stride_length, end_of_episode, priority,
       timeout, chunk_length.
 
@@ -75,7 +77,9 @@ def push(src: Union[str, Sequence[str]], server: Union[str, Sequence[str]],
   _check_servers(server, runner, push_options.get(
       'timeout', write_push.DEFAULT_TIMEOUT_S))
   episodes = read.ReadEpisodes(src, split, data_dir,
-                               parts_per_file=parts_per_file, strict=strict)
+                               parts_per_file=parts_per_file, strict=strict,
+                               images=images, image_format=image_format,
+                               image_fields=image_fields)
   writer = write.WriteToReverb(server, tables, on_invalid=on_invalid,
                                step_spec=episodes.step_spec, **push_options)
   pipeline = beam.Pipeline(runner=runner, options=PipelineOptions(

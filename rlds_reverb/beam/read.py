@@ -32,6 +32,7 @@ import tensorflow_datasets as tfds
 from rlds_reverb import sources
 from rlds_reverb import specs
 from rlds_reverb import whole_reads
+from rlds_reverb.convert import encoded
 from rlds_reverb.convert import episodes as episodes_lib
 from rlds_reverb.specs import fields
 
@@ -68,25 +69,35 @@ class ReadEpisodes(beam.PTransform):
   `step_format` is the data's `StepFormat`, `step_spec` the steps as the
   episodes come out (missing `discount`/`reward` added, one-element fields
   as scalars; for `WriteToReverb`). `strict` refuses data that needs either,
-  as for `rlds_reverb.push`. Raises `SourceError`,
-  `DatasetNotPreparedError` or `StepSpecError` when built.
+  as for `rlds_reverb.push`. `images`, `image_format` and `image_fields`
+  as for `rlds_reverb.push`: with images='encoded', image fields come as
+  [T] encoded bytes and `step_spec` says so (`specs.encoded`), which
+  `WriteToReverb(step_spec=...)` needs. Raises `SourceError`,
+  `DatasetNotPreparedError`, `StepSpecError` or `ImageFieldError` when built.
   """
 
   def __init__(self, src: Union[str, Sequence[str]], split: str = 'train',
                data_dir: Optional[str] = None, *,
-               parts_per_file: Optional[int] = None, strict: bool = False):
+               parts_per_file: Optional[int] = None, strict: bool = False,
+               images: str = 'raw', image_format: str = 'png',
+               image_fields: Optional[Sequence[str]] = None):
     super().__init__()
     if parts_per_file is not None and parts_per_file < 1:
       raise ValueError(f'parts_per_file must be >= 1, got {parts_per_file}.')
-    self.step_format = specs.step_format(sources.load(src, split, data_dir),
-                                         strict)
+    self.images = (images, image_format,
+                   None if image_fields is None else tuple(image_fields))
+    rlds_data, encoding = encoded.prepare(sources.load(src, split, data_dir),
+                                          *self.images)
+    self.step_format = specs.step_format(rlds_data, strict)
+    if encoding is not None:
+      self.step_format = encoding.named(self.step_format)
     self.step_spec = self.step_format.spec
     self.parts = plan_parts(src, split, data_dir, parts_per_file)
 
   def expand(self, pbegin):
     return (pbegin
             | 'Parts' >> beam.Create(self.parts)
-            | 'Read' >> beam.FlatMap(read_part))
+            | 'Read' >> beam.FlatMap(read_part, images=self.images))
 
 
 def plan_parts(src, split: str = 'train', data_dir: Optional[str] = None,
@@ -137,10 +148,12 @@ def _pieces(start: int, end: int, shard_lengths: Sequence[int],
         yield int(piece_start), int(piece_end)
 
 
-def read_part(part: Part) -> Iterator[Episode]:
-  """The part's episodes, each whole, with its position."""
-  rlds_data = sources.load(part.source, split=part.split_text(),
-                           data_dir=part.data_dir)
+def read_part(part: Part, images=('raw', 'png', None)) -> Iterator[Episode]:
+  """The part's episodes, each whole, with its position; `images` is
+  (images, image_format, image_fields) as for `rlds_reverb.push`."""
+  rlds_data, _ = encoded.prepare(
+      sources.load(part.source, split=part.split_text(),
+                   data_dir=part.data_dir), *images)
   for index, episode in enumerate(numpy_episodes(rlds_data)):
     yield part.first_position + index, episode
 

@@ -73,16 +73,63 @@ def reading(args: argparse.Namespace):
     raise CliError(f'cannot read {name}: {reason}', EXIT_USAGE) from e
 
 
+def add_image_arguments(parser: argparse.ArgumentParser) -> None:
+  """--images, --image-format, --image-field: how image fields are stored
+  (push and serve must agree: the table signature says it)."""
+  parser.add_argument('--images', choices=('raw', 'encoded'), default='raw',
+                      help=('store image fields as decoded uint8 frames '
+                            '(raw, TF-Agents\' way) or as PNG/JPEG bytes '
+                            'that the reader decodes (encoded: a TFDS '
+                            "dataset's own bytes; about a third of the "
+                            'server memory); default: %(default)s'))
+  parser.add_argument('--image-format', choices=('png', 'jpeg'),
+                      default='png',
+                      help=('with --images encoded: how raw uint8 frames '
+                            'are encoded (default: %(default)s, lossless)'))
+  parser.add_argument('--image-field', action='append', default=None,
+                      metavar='PATH',
+                      help=('with --images encoded: a step field to store '
+                            "encoded ('observation/pixels'); repeat; "
+                            "default: the dataset's Image features, else "
+                            'every uint8 [H, W, C] field'))
+
+
+def image_options(args: argparse.Namespace) -> dict:
+  """`push`'s images, image_format and image_fields from the arguments."""
+  fields = getattr(args, 'image_field', None)
+  return {'images': getattr(args, 'images', 'raw'),
+          'image_format': getattr(args, 'image_format', 'png'),
+          'image_fields': None if fields is None else tuple(fields)}
+
+
+def image_usage_problems(args: argparse.Namespace) -> list:
+  """(failed, message) pairs: image options that need --images encoded."""
+  raw = getattr(args, 'images', 'raw') == 'raw'
+  return [(raw and getattr(args, 'image_format', 'png') != 'png',
+           '--image-format goes with --images encoded'),
+          (raw and getattr(args, 'image_field', None) is not None,
+           '--image-field goes with --images encoded')]
+
+
 def step_format(args: argparse.Namespace, rlds_data):
   """The dataset's `StepFormat` (refusing defaults with --strict), and its
   trajectory spec; an unusable step spec is a usage error naming the dataset.
+  With --images encoded, the spec stores the image fields encoded (what the
+  push writes and the table signature says).
   """
   from rlds_reverb import sources  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   from rlds_reverb import specs  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.errors import ImageFieldError  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   from rlds_reverb.errors import StepSpecError  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   try:
     found = specs.step_format(rlds_data, strict=args.strict)
-  except StepSpecError as e:
+    images = image_options(args)
+    if images['images'] == 'encoded':
+      from rlds_reverb.convert import encoded  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+      found = encoded.encoding_of(
+          rlds_data, images['image_format'],
+          images['image_fields']).named(found)
+  except (StepSpecError, ImageFieldError) as e:
     name = sources.describe(args.dataset, args.data_dir)
     raise CliError(f'{name}: {error_line(e)}', EXIT_USAGE) from e
   return found, specs.trajectory_spec(found.spec)

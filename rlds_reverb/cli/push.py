@@ -85,6 +85,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help=('steps per chunk on the server, for every field '
                             '(N) or one field or prefix (FIELD=N); repeat; '
                             "default: by each field's bytes per step"))
+  options.add_image_arguments(parser)
   parser.add_argument('--on-invalid', choices=('raise', 'skip'),
                       default='raise',
                       help=('malformed episodes: fail before writing, or '
@@ -160,7 +161,8 @@ def check_usage(args: argparse.Namespace) -> None:
        f'--table {_repeated(args.table)} is given more than once: every item '
        f'would be written that many times into it'),
   ]
-  for failed, message in problems + _nstep_problems(args):
+  for failed, message in (problems + _nstep_problems(args) +
+                          options.image_usage_problems(args)):
     if failed:
       raise output.CliError(message, output.EXIT_USAGE)
 
@@ -190,7 +192,7 @@ def push_nstep(args: argparse.Namespace) -> dict:
       rlds_data, args.server[0], args.table, n=args.n_step,
       discount=args.gamma, priority=args.priority, timeout=args.timeout,
       chunk_length=push_shared.settings_of(args)['chunk_length'],
-      strict=args.strict)
+      strict=args.strict, **options.image_options(args))
   return push_shared.summary_of(result)
 
 

@@ -43,6 +43,7 @@ def settings_of(args: argparse.Namespace) -> dict:
       'timeout': args.timeout,
       'chunk_length': options.chunk_length_option(args.chunk_length),
       'strict': args.strict,
+      **options.image_options(args),
   }
 
 

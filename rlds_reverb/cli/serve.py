@@ -79,6 +79,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument('--n-step', action='store_true',
                       help=('sign the table for n-step transitions (push '
                             '--n-step), not trajectories'))
+  options.add_image_arguments(parser)
   parser.add_argument('--checkpoint-dir', default=None, metavar='DIR',
                       help=('load the newest checkpoint there at start (its '
                             'table settings win over these options) and '
@@ -88,6 +89,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
   configured = tables.table_options(args)
+  for failed, message in options.image_usage_problems(args):
+    if failed:
+      raise output.CliError(message, output.EXIT_USAGE)
   _check_port(args.port)
   found = _checkpoints_to_restore(args.checkpoint_dir)
   import reverb  # pylint: disable=g-import-not-at-top,import-outside-toplevel

@@ -1,0 +1,460 @@
+"""Encoded images (issue 23): pushed as PNG/JPEG bytes, sampled decoded.
+
+Every comparison is on real servers, frame for frame: the encoded push,
+decoded, against the raw push and TF-Agents' observer of the same data.
+"""
+
+import os
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+
+import numpy as np  # pylint: disable=g-import-not-at-top
+import pytest  # pylint: disable=g-import-not-at-top
+import reverb  # pylint: disable=g-import-not-at-top
+import tensorflow as tf  # pylint: disable=g-import-not-at-top
+import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+import tree  # pylint: disable=g-import-not-at-top
+from tf_agents.replay_buffers import reverb_utils  # pylint: disable=g-import-not-at-top
+from tf_agents.replay_buffers import rlds_to_reverb  # pylint: disable=g-import-not-at-top
+
+import rlds_reverb  # pylint: disable=g-import-not-at-top
+from rlds_reverb import specs  # pylint: disable=g-import-not-at-top
+from rlds_reverb.convert import encoded  # pylint: disable=g-import-not-at-top
+from rlds_reverb.specs import encoded as encoded_spec  # pylint: disable=g-import-not-at-top
+from tests import reverb_tables  # pylint: disable=g-import-not-at-top
+
+H, W, C = 12, 16, 3
+LENGTHS = (5, 1, 7, 3)
+
+
+def frames(episode: int, length: int, channels: int = C) -> np.ndarray:
+  """[T, H, W, C] frames of a moving gradient with noise: PNG can't cheat."""
+  rng = np.random.default_rng(episode)
+  ys, xs = np.mgrid[:H, :W]
+  out = np.empty((length, H, W, channels), np.uint8)
+  for t in range(length):
+    base = (ys * 9 + xs * 5 + t * 11 + episode * 3) % 256
+    noise = rng.integers(0, 20, (H, W, channels))
+    out[t] = ((base[..., None] + noise) % 256).astype(np.uint8)
+  return out
+
+
+def steps_of(episode: int, length: int, channels: int = C,
+             nested: bool = False) -> dict:
+  """Observations are frames, or {'pixels': frames, 'speed'} if `nested`
+  (TF-Agents' converter keeps step pairs in nested observations: its
+  observer is compared on flat ones)."""
+  is_last = np.zeros(length, bool)
+  is_last[-1] = True
+  pixels = frames(episode, length, channels)
+  return {
+      'observation': ({'pixels': pixels,
+                       'speed': np.arange(length, dtype=np.float32)}
+                      if nested else pixels),
+      'action': np.arange(length, dtype=np.int64) % 3,
+      'reward': np.linspace(0, 1, length).astype(np.float32),
+      'discount': np.ones(length, np.float32),
+      'is_first': np.arange(length) == 0,
+      'is_last': is_last,
+      'is_terminal': is_last & (episode % 2 == 0),
+  }
+
+
+def image_features(image_format: str = 'png', channels: int = C):
+  return tfds.features.FeaturesDict({'steps': tfds.features.Dataset({
+      'observation': tfds.features.Image(shape=(H, W, channels),
+                                         encoding_format=image_format),
+      'action': np.int64, 'reward': np.float32, 'discount': np.float32,
+      'is_first': np.bool_, 'is_last': np.bool_, 'is_terminal': np.bool_,
+  })})
+
+
+def write_image_dir(tmp_path, image_format='png', lengths=LENGTHS,
+                    channels=C, name='images'):
+  episodes = [(i, {'steps': steps_of(i, n, channels)})
+              for i, n in enumerate(lengths)]
+  builder = tfds.dataset_builders.store_as_tfds_dataset(
+      name=name, version='1.0.0', features=image_features(image_format,
+                                                          channels),
+      split_datasets={'train': episodes}, data_dir=str(tmp_path),
+      disable_shuffling=True)
+  return builder.data_dir
+
+
+def plain_dataset(lengths=LENGTHS, nested=True) -> tf.data.Dataset:
+  """The episodes as a plain tf.data source: raw uint8 frames."""
+  def gen():
+    for i, n in enumerate(lengths):
+      yield steps_of(i, n, nested=nested)
+  signature = tree.map_structure(
+      lambda a: tf.TensorSpec((None,) + a.shape[1:], tf.as_dtype(a.dtype)),
+      steps_of(0, 2, nested=nested))
+  steps = tf.data.Dataset.from_generator(gen, output_signature=signature)
+  return steps.map(lambda s: {'steps': tf.data.Dataset.from_tensor_slices(s)})
+
+
+@pytest.fixture(scope='module')
+def png_dir(tmp_path_factory):
+  return write_image_dir(tmp_path_factory.mktemp('png'))
+
+
+@pytest.fixture(scope='module')
+def jpeg_dir(tmp_path_factory):
+  return write_image_dir(tmp_path_factory.mktemp('jpeg'), 'jpeg')
+
+
+def sampled(address: str, table: str):
+  """Every item of a fifo table, in order, as its data nest (numpy)."""
+  client = reverb.Client(address)
+  count = reverb_tables.table_size(client, table)
+  samples = list(client.sample(table, num_samples=count,
+                               emit_timesteps=False))
+  assert reverb_tables.table_size(client, table) == 0
+  return [sample.data for sample in samples]
+
+
+def decoded_items(address: str, table: str, stored_signature):
+  """Every item of a fifo table, decoded by `decode_images`, flat, in order."""
+  items = sampled(address, table)
+  dataset = tf.data.Dataset.from_generator(
+      lambda: (tree.unflatten_as(stored_signature, item) for item in items),
+      output_signature=tree.map_structure(
+          lambda spec: tf.TensorSpec(spec.shape, spec.dtype),
+          stored_signature))
+  decoded = rlds_reverb.decode_images(dataset, stored_signature)
+  return [[np.asarray(leaf) for leaf in tree.flatten(element)]
+          for element in decoded.as_numpy_iterator()]
+
+
+def raw_items(address: str, table: str):
+  return [[np.asarray(leaf) for leaf in item]
+          for item in sampled(address, table)]
+
+
+def assert_same_flat_items(got, want) -> None:
+  assert len(got) == len(want), (len(got), len(want))
+  for index, (got_item, want_item) in enumerate(zip(got, want)):
+    assert len(got_item) == len(want_item)
+    for leaf, (g, w) in enumerate(zip(got_item, want_item)):
+      assert g.dtype == w.dtype, (index, leaf)
+      np.testing.assert_array_equal(g, w, err_msg=f'item {index}, leaf {leaf}')
+
+
+def tables_for(rlds_data, length=2, **encoding):
+  """(raw signature, encoded signature) of `rlds_data`'s trajectories."""
+  raw = specs.table_signature(rlds_reverb.create_trajectory_data_spec(
+      rlds_data))
+  fields = encoding.pop('fields', ['observation'])
+  stored = encoded_spec.encoded_spec(raw, fields, **encoding)
+  del length
+  return raw, stored
+
+
+@pytest.mark.parametrize('end', ['drop', 'pad', 'tile'])
+@pytest.mark.parametrize('source_format', ['png', 'jpeg'])
+def test_encoded_push_decodes_to_the_raw_push_and_the_observer(
+    png_dir, jpeg_dir, make_server, end, source_format):
+  directory = png_dir if source_format == 'png' else jpeg_dir
+  data = rlds_reverb.load(directory)
+  raw_sig, stored_sig = tables_for(data, format=source_format)
+  server = make_server([
+      reverb_tables.fifo_table('raw', raw_sig),
+      reverb_tables.fifo_table('observer', raw_sig),
+      reverb_tables.fifo_table('encoded', stored_sig)])
+  address = reverb_tables.address(server)
+  rlds_reverb.push(data, address, 'raw', sequence_length=3,
+                   end_of_episode=end)
+  result = rlds_reverb.push(data, address, 'encoded', sequence_length=3,
+                            end_of_episode=end, images='encoded')
+  observer = reverb_utils.ReverbAddTrajectoryObserver(
+      reverb.Client(address), 'observer', sequence_length=3,
+      pad_end_of_episodes=end != 'drop', tile_end_of_episodes=end == 'tile')
+  rlds_to_reverb.push_rlds_to_reverb(rlds_reverb.load(directory), observer)
+  observer.close()
+  assert result.items > 0
+  got = decoded_items(address, 'encoded', stored_sig)
+  assert_same_flat_items(got, raw_items(address, 'raw'))
+  assert_same_flat_items(got, raw_items(address, 'observer'))
+
+
+def test_the_stored_frames_are_the_datasets_own_bytes(png_dir, make_server):
+  data = rlds_reverb.load(png_dir)
+  _, stored_sig = tables_for(data)
+  server = make_server([reverb_tables.fifo_table('t', stored_sig)])
+  address = reverb_tables.address(server)
+  rlds_reverb.push(data, address, 't', images='encoded')
+  builder = tfds.builder_from_directory(png_dir)
+  stored = builder.as_dataset(split='train', decoders={'steps': {
+      'observation': tfds.decode.SkipDecoding()}})
+  first_episode = next(iter(stored))['steps']
+  want = [step['observation'].numpy() for step in first_episode.take(2)]
+  item = tree.unflatten_as(stored_sig, sampled(address, 't')[0])
+  assert list(item.observation) == want
+
+
+def test_a_plain_source_is_encoded_losslessly_at_push_time(make_server):
+  data = plain_dataset()
+  raw_sig, stored_sig = tables_for(data, fields=['observation/pixels'])
+  server = make_server([reverb_tables.fifo_table('raw', raw_sig),
+                        reverb_tables.fifo_table('png', stored_sig)])
+  address = reverb_tables.address(server)
+  rlds_reverb.push(data, address, 'raw', end_of_episode='tile')
+  rlds_reverb.push(data, address, 'png', end_of_episode='tile',
+                   images='encoded')
+  assert_same_flat_items(decoded_items(address, 'png', stored_sig),
+                         raw_items(address, 'raw'))
+
+
+def test_jpeg_at_push_time_stores_jpeg_bytes_the_signature_names(make_server):
+  data = plain_dataset()
+  _, stored_sig = tables_for(data, fields=['observation/pixels'],
+                             format='jpeg')
+  assert stored_sig.observation['pixels'].name == (
+      f'rlds_reverb_image.jpeg.uint8.{H}x{W}x{C}')
+  server = make_server([reverb_tables.fifo_table('t', stored_sig)])
+  address = reverb_tables.address(server)
+  rlds_reverb.push(data, address, 't', images='encoded',
+                   image_format='jpeg')
+  items = [tree.unflatten_as(stored_sig, item)
+           for item in sampled(address, 't')]
+  assert items and all(frame[:2] == b'\xff\xd8' and
+                       encoded.frame_shape(frame) == (H, W, C)
+                       for item in items
+                       for frame in item.observation['pixels'])
+
+
+def test_nstep_transitions_decode_to_the_raw_ones(png_dir, make_server):
+  data = rlds_reverb.load(png_dir)
+  raw_sig = rlds_reverb.create_nstep_transition_spec(data)
+  stored_sig = encoded_spec.encoded_spec(raw_sig, ['observation',
+                                                   'next_observation'])
+  server = make_server([reverb_tables.fifo_table('raw', raw_sig),
+                        reverb_tables.fifo_table('encoded', stored_sig)])
+  address = reverb_tables.address(server)
+  rlds_reverb.push_nstep_transitions(data, address, 'raw', n=2, discount=0.9)
+  rlds_reverb.push_nstep_transitions(data, address, 'encoded', n=2,
+                                     discount=0.9, images='encoded')
+  assert_same_flat_items(decoded_items(address, 'encoded', stored_sig),
+                         raw_items(address, 'raw'))
+
+
+def test_agent_train_input_is_the_raw_tables(png_dir, make_server):
+  """What `agent.train` gets: (Trajectory [B, 2, ...], SampleInfo) batches
+  of the spec a raw table's buffer gives, each row, decoded, an item of the
+  raw table, leaf for leaf."""
+  from tf_agents.replay_buffers import reverb_replay_buffer  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  data = rlds_reverb.load(png_dir)
+  raw_sig, stored_sig = tables_for(data)
+  raw_table, _ = rlds_reverb.mixed_replay_tables(raw_sig, 100, offline='raw')
+  encoded_table, _ = rlds_reverb.mixed_replay_tables(stored_sig, 100,
+                                                     offline='encoded')
+  server = make_server([raw_table, encoded_table])
+  address = reverb_tables.address(server)
+  rlds_reverb.push(data, address, 'raw', end_of_episode='pad')
+  rlds_reverb.push(data, address, 'encoded', end_of_episode='pad',
+                   images='encoded')
+  raw_buffer = reverb_replay_buffer.ReverbReplayBuffer(
+      rlds_reverb.create_trajectory_data_spec(data), 'raw',
+      sequence_length=2, server_address=address)
+  buffer = rlds_reverb.EncodedReplayBuffer(
+      table_name='encoded', sequence_length=2, server_address=address)
+  assert buffer.data_spec == raw_buffer.data_spec
+  assert encoded_spec.is_encoded(buffer.stored_spec)
+  got = buffer.as_dataset(sample_batch_size=4, num_steps=2)
+  want = raw_buffer.as_dataset(sample_batch_size=4, num_steps=2)
+  assert got.element_spec == want.element_spec
+  raw_rows = {_row_key(item) for item in _peek(address, 'raw', raw_sig)}
+  for trajectory, _ in got.take(5).as_numpy_iterator():
+    leaves = tree.flatten(trajectory)
+    for row in range(4):
+      assert _row_key([leaf[row] for leaf in leaves]) in raw_rows
+
+
+def _row_key(leaves) -> tuple:
+  return tuple((np.asarray(leaf).dtype.str, np.asarray(leaf).tobytes())
+               for leaf in leaves)
+
+
+def test_mixed_replay_decodes_an_encoded_offline_table(png_dir, make_server):
+  from tf_agents.replay_buffers import reverb_replay_buffer  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  data = rlds_reverb.load(png_dir)
+  raw_sig, stored_sig = tables_for(data)
+  offline, _ = rlds_reverb.mixed_replay_tables(stored_sig, 100)
+  _, online = rlds_reverb.mixed_replay_tables(raw_sig, 100)
+  server = make_server([offline, online])
+  address = reverb_tables.address(server)
+  rlds_reverb.push(data, address, 'offline', images='encoded')
+  rlds_reverb.push(data, address, 'online')
+  online_buffer = reverb_replay_buffer.ReverbReplayBuffer(
+      rlds_reverb.create_trajectory_data_spec(data), 'online',
+      sequence_length=2, server_address=address)
+  mixed = rlds_reverb.mixed_replay((address, 'offline'), online_buffer, 0.5,
+                                   sample_batch_size=4)
+  want = online_buffer.as_dataset(sample_batch_size=4, num_steps=2)
+  assert mixed.element_spec == want.element_spec
+  raw_pairs = {frames_pair.tobytes() for item in
+               [tree.unflatten_as(raw_sig, leaves)
+                for leaves in _peek(address, 'online', raw_sig)]
+               for frames_pair in [item.observation]}
+  trajectory, _ = next(iter(mixed))
+  rows = trajectory.observation.numpy()
+  assert rows.dtype == np.uint8 and {row.tobytes() for row in rows} <= (
+      raw_pairs)
+
+
+def _peek(address, table, signature):
+  """Every item of a table that keeps its items, each once (by key)."""
+  client = reverb.Client(address)
+  count = reverb_tables.table_size(client, table)
+  seen = {}
+  while len(seen) < count:
+    for sample in client.sample(table, num_samples=count * 4,
+                                emit_timesteps=False):
+      seen[int(sample.info.key)] = [np.asarray(x) for x in sample.data]
+  del signature
+  return list(seen.values())
+
+
+def test_chunk_lengths_follow_the_encoded_bytes_per_step(png_dir,
+                                                         make_server):
+  from rlds_reverb import convert  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.write import chunks  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.write import items as items_lib  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.write import writer as writer_lib  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  data, encoding = encoded.prepare(rlds_reverb.load(png_dir), 'encoded')
+  spec = specs.trajectory_spec(encoding.named(specs.step_format(data)).spec)
+  server = make_server([reverb_tables.fifo_table('t')])
+  writer = writer_lib.SequenceWriter(
+      reverb.Client(reverb_tables.address(server)), ['t'], spec,
+      items_lib.SequenceItems(2, 1, items_lib.EndOfEpisode.DROP), 1.0,
+      reverb_tables.address(server), 10.0)
+  block = next(convert.trajectory_blocks(data).as_numpy_iterator())
+  writer.write_episode(block.trajectory, 0)
+  writer.close()
+  frames_bytes = np.mean([len(f) for f in block.trajectory.observation])
+  column = tree.flatten(spec).index(spec.observation)
+  longest = chunks.max_chunk_length(1, 1)
+  assert writer.chunk_lengths[column] == chunks.rule(frames_bytes, longest)
+  assert chunks.rule(frames_bytes, longest) != chunks.rule(H * W * C, longest)
+
+
+def png_of(shape) -> bytes:
+  return tf.io.encode_png(np.zeros(shape, np.uint8)).numpy()
+
+
+@pytest.mark.parametrize('frame, problem', [
+    (png_of((8, 8, 3)), 'a frame of 8x8x3'),
+    (png_of((H, W, 1)), f'a frame of {H}x{W}x1'),
+    (b'not an image', 'the bytes are no PNG or JPEG image'),
+])
+def test_a_frame_that_does_not_fit_is_refused_before_writing(
+    tmp_path, make_server, frame, problem):
+  """A TFDS Image feature stores bytes given to it as they are."""
+  steps = steps_of(0, 3)
+  good = [tf.io.encode_png(f).numpy() for f in steps['observation']]
+  path = tmp_path / 'odd.png'
+  path.write_bytes(frame)
+  episodes = [(0, {'steps': steps_of(0, 2)}),
+              (1, {'steps': {**steps, 'observation': [
+                  good[0], good[1], str(path)]}})]
+  builder = tfds.dataset_builders.store_as_tfds_dataset(
+      name='odd', version='1.0.0', features=image_features(),
+      split_datasets={'train': episodes}, data_dir=str(tmp_path / 'd'),
+      disable_shuffling=True)
+  data = rlds_reverb.load(builder.data_dir)
+  _, stored_sig = tables_for(data)
+  server = make_server([reverb_tables.fifo_table('t', stored_sig)])
+  address = reverb_tables.address(server)
+  with pytest.raises(rlds_reverb.ColumnMismatchError) as caught:
+    rlds_reverb.push(data, address, 't', images='encoded')
+  assert str(caught.value) == (
+      f"Field 'observation' of episode 1, step 2: {problem}, the table holds "
+      f'png frames of {H}x{W}x{C}; nothing of the episode was written.')
+  assert reverb_tables.table_size(reverb.Client(address), 't') == 0
+  # Without reading ahead, the writer refuses the episode before its rows.
+  with pytest.raises(rlds_reverb.ColumnMismatchError, match='episode 1, '):
+    rlds_reverb.push(data, address, 't', images='encoded', on_invalid='stop')
+
+
+@pytest.mark.parametrize('kwargs, error, message', [
+    (dict(images='pixels'), ValueError,
+     "images must be one of ['raw', 'encoded'], got 'pixels'."),
+    (dict(image_format='jpeg'), ValueError,
+     "image_fields and image_format apply to images='encoded' only."),
+    (dict(images='encoded', image_format='gif'), ValueError,
+     "image_format must be one of ['png', 'jpeg'], got 'gif'."),
+    (dict(images='encoded', image_fields=['observation/depth']),
+     rlds_reverb.ImageFieldError,
+     "image field 'observation/depth' is no field of the steps; they are "
+     'action, discount, is_first, is_last, is_terminal, '
+     'observation/pixels, observation/speed, reward.'),
+    (dict(images='encoded', image_fields=['observation/speed']),
+     rlds_reverb.ImageFieldError,
+     "Field 'observation/speed' cannot be stored as an encoded image: it is "
+     'float32[], an image must be uint8[H,W,C] with C 1, 3 or 4.'),
+])
+def test_bad_image_options_are_refused_before_the_server_is_asked(
+    kwargs, error, message):
+  with pytest.raises(error) as caught:
+    rlds_reverb.push(plain_dataset(), 'localhost:1', 't', **kwargs)
+  assert str(caught.value) == message
+
+
+def test_encoded_without_any_image_field_says_how_to_name_them():
+  data = plain_dataset().map(lambda e: {'steps': e['steps'].map(
+      lambda s: {**s, 'observation': s['observation']['speed']})})
+  with pytest.raises(rlds_reverb.ImageFieldError, match='image_fields'):
+    rlds_reverb.push(data, 'localhost:1', 't', images='encoded')
+
+
+def test_decode_images_refuses_elements_of_another_structure(png_dir):
+  _, stored_sig = tables_for(rlds_reverb.load(png_dir))
+  with pytest.raises(rlds_reverb.ImageFieldError, match='structure'):
+    rlds_reverb.decode_images(tf.data.Dataset.range(3), stored_sig)
+
+
+def test_an_unsigned_table_needs_the_stored_spec(make_server):
+  server = make_server([reverb_tables.fifo_table('t')])
+  with pytest.raises(rlds_reverb.ImageFieldError) as caught:
+    rlds_reverb.EncodedReplayBuffer(table_name='t', sequence_length=2,
+                                    local_server=server)
+  assert str(caught.value) == (
+      f"Table 't' at localhost:{server.port} has no signature: pass the "
+      f'stored data_spec to EncodedReplayBuffer.')
+
+
+def test_the_decoded_spec_comes_back_from_the_stored_one():
+  decoded = {'pixels': tf.TensorSpec([None, 84, 84, 1], tf.uint8),
+             'speed': tf.TensorSpec([None], tf.float32)}
+  stored = encoded_spec.encoded_spec(decoded, ['pixels'], 'png')
+  assert stored['pixels'] == tf.TensorSpec(
+      [None], tf.string, name='rlds_reverb_image.png.uint8.84x84x1')
+  assert encoded_spec.decoded_spec(stored) == decoded
+  with pytest.raises(rlds_reverb.ImageFieldError, match="'speed' cannot"):
+    encoded_spec.encoded_spec(decoded, ['speed'])
+
+
+def test_the_command_line_pushes_encoded_frames(png_dir, make_server):
+  from tests.test_cli import run_cli  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  data = rlds_reverb.load(png_dir)
+  raw_sig, stored_sig = tables_for(data)
+  server = make_server([reverb_tables.fifo_table('raw', raw_sig),
+                        reverb_tables.fifo_table('encoded', stored_sig)])
+  address = reverb_tables.address(server)
+  rlds_reverb.push(data, address, 'raw')
+  result = run_cli('push', '--dataset', png_dir, '--server', address,
+                   '--table', 'encoded', '--images', 'encoded', '--json')
+  assert result.returncode == 0, result.stderr
+  assert_same_flat_items(decoded_items(address, 'encoded', stored_sig),
+                         raw_items(address, 'raw'))
+
+
+@pytest.mark.parametrize('command', ['push', 'serve'])
+def test_image_options_without_encoded_are_a_usage_error(png_dir, command):
+  from tests.test_cli import error_lines, run_cli  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  extra = (['--server', 'localhost:1'] if command == 'push' else [])
+  result = run_cli(command, '--dataset', png_dir, '--table', 't', *extra,
+                   '--image-format', 'jpeg')
+  assert result.returncode == 2
+  assert error_lines(result.stderr) == [
+      'rlds-reverb: error: --image-format goes with --images encoded']
