@@ -458,3 +458,16 @@ def test_image_options_without_encoded_are_a_usage_error(png_dir, command):
   assert result.returncode == 2
   assert error_lines(result.stderr) == [
       'rlds-reverb: error: --image-format goes with --images encoded']
+
+
+def test_mean_encoded_bytes_are_the_first_episodes_own(png_dir):
+  """What serve's memory estimate counts for an encoded field: the mean size
+  of the first episode's PNG bytes, as stored in the TFDS files."""
+  builder = tfds.builder_from_directory(png_dir)
+  stored = builder.as_dataset(split='train', decoders={
+      'steps': {'observation': tfds.decode.SkipDecoding()}})
+  first = next(iter(stored))
+  sizes = [len(b) for b in
+           tfds.as_numpy(first['steps'].map(lambda s: s['observation']))]
+  got = encoded.mean_encoded_bytes(rlds_reverb.load(png_dir))
+  assert got == {'observation': pytest.approx(np.mean(sizes))}

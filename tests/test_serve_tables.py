@@ -337,6 +337,15 @@ MEMORY_CASES = {
 }
 
 
+def test_measured_bytes_size_what_the_spec_cannot():
+  """Encoded frames (strings): counted at their measured bytes per row."""
+  spec = {'img': tf.TensorSpec([], tf.string), 'r': F32}
+  got = memory.item_memory(spec, measured={'img': 1000.0})
+  assert got.bytes_per_item == pytest.approx(
+      1600 + (1000 + 915 / 8) + (4 + 915 / 32))
+  assert got.unsized == ()
+
+
 @pytest.mark.parametrize('case', MEMORY_CASES)
 def test_item_memory(case):
   spec, stride, num_tables, per_item, unsized = MEMORY_CASES[case]

@@ -23,7 +23,7 @@ checkpoint on SIGUSR1 while it keeps serving, as
 import argparse
 import signal
 import time
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from rlds_reverb import addresses
 from rlds_reverb import checkpoints
@@ -97,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
   import reverb  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   from rlds_reverb import specs  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   from rlds_reverb.convert import nstep  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  step_format, spec = options.step_format(args, options.load(args))
+  rlds_data = options.load(args)
+  step_format, spec = options.step_format(args, rlds_data)
   # n-step items have no time axis: their spec is the signature.
   row_spec = nstep.transition_spec(step_format.spec) if args.n_step else spec
   signature = row_spec if args.n_step else specs.table_signature(spec)
@@ -113,7 +114,9 @@ def run(args: argparse.Namespace) -> int:
       _check_loaded_table(info, name, signature)
     if found:
       output.note(_restored_text(found, info, names))
-    for line in memory_lines(row_spec, {name: info[name] for name in names}):
+    measured = _measured_frames(args, rlds_data)
+    for line in memory_lines(row_spec, {name: info[name] for name in names},
+                             measured):
       output.note(line)
     print(serving_text(names, server.port), flush=True)
     _serve_until_stopped(requests, client, args.checkpoint_dir)
@@ -127,11 +130,24 @@ def run(args: argparse.Namespace) -> int:
   return output.EXIT_OK
 
 
-def memory_lines(row_spec, infos) -> List[str]:
+def _measured_frames(args, rlds_data) -> Dict[str, float]:
+  """With --images encoded: the mean encoded frame of the first episode, by
+  column path of trajectories and of n-step transitions (next_observation)."""
+  images = options.image_options(args)
+  if images['images'] != 'encoded':
+    return {}
+  from rlds_reverb.convert import encoded  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  sizes = encoded.mean_encoded_bytes(
+      rlds_data, images['image_format'], images['image_fields'])
+  return {**sizes, **{f'next_{path}': size for path, size in sizes.items()}}
+
+
+def memory_lines(row_spec, infos, measured=None) -> List[str]:
   """Per table: its memory per item and at its max_size (the served one: a
-  checkpoint's wins over the options)."""
+  checkpoint's wins over the options). `measured`: bytes per row of columns
+  the spec cannot size (encoded frames)."""
   from rlds_reverb.write import memory  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  estimate = memory.item_memory(row_spec)
+  estimate = memory.item_memory(row_spec, measured=measured)
   per_item = wording.size(estimate.bytes_per_item)
   lines = []
   for name, info in infos.items():

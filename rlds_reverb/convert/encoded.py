@@ -106,6 +106,21 @@ def prepare(rlds_data: tf.data.Dataset, images: Union[str, Images] = 'raw',
       data, functools.partial(_views, encoded=data, light=light)), encoding
 
 
+def mean_encoded_bytes(rlds_data: tf.data.Dataset, image_format: str = 'png',
+                       image_fields: Optional[Sequence[str]] = None
+                       ) -> Dict[str, float]:
+  """Step path -> mean bytes of an encoded frame, in the first episode with
+  steps: what a table's encoded items hold, which no spec can say."""
+  data, encoding = prepare(rlds_data, 'encoded', image_format, image_fields)
+  for episode in data:
+    steps = dict(paths.flatten_with_paths(episode[fields.STEPS]))
+    frames = {path: steps[path].numpy() for path in encoding.images}
+    if all(len(values) for values in frames.values()):
+      return {path: float(np.mean([len(value) for value in values]))
+              for path, values in frames.items()}
+  return {}
+
+
 def encoding_of(rlds_data: tf.data.Dataset, image_format: str = 'png',
                 image_fields: Optional[Sequence[str]] = None) -> Encoding:
   """Which step fields `prepare` stores encoded, and how."""
