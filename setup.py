@@ -45,6 +45,9 @@ setuptools.setup(
         # rlds_reverb.beam and `push --runner`. Resolved with the pins above;
         # alone on top, pip once moved protobuf to 6, which breaks TF 2.15.
         'beam': ['apache-beam==2.77.0', 'protobuf>=3.20.3,<5'],
+        # benchmarks/ale_frames.py: real Atari frames (the ROMs ship in the
+        # wheel); numpy is its only dependency.
+        'bench': ['ale-py==0.12.1'],
     },
     include_package_data=True,
     package_data={'rlds_reverb': ['data/**/*']},
