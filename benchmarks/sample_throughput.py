@@ -90,7 +90,43 @@ def sample_rate(replay, num_parallel_calls, server, batches: int) -> dict:
   del iterator  # Stops its prefetching threads.
   items = batches * BATCH_SIZE
   return {'rate': items / wall, 'per_cpu': items / cpu,
-          'server_us': 1e6 * server_cpu / items}
+          'server_cpu': server_cpu, 'items': items}
+
+
+def decode_cost(data, spec, image_format: str, num_frames: int = 1000
+                ) -> float:
+  """CPU microseconds of `tf.io.decode_image` per frame: the decode's floor.
+
+  The first image field's first `num_frames` frames, encoded as TFDS
+  encodes them (the same TensorFlow encoder), decoded one per call in a
+  tf.data map, one stream, 5 times over.
+  """
+  path, leaf = common.image_leaves(spec)[0]
+  keys = path.split('/')
+  frames = data.flat_map(_steps).map(
+      lambda step: _field(step, keys)).take(num_frames)
+  encode = tf.io.encode_png if image_format == 'png' else tf.io.encode_jpeg
+  encoded = list(frames.map(encode).as_numpy_iterator())
+  decoded = tf.data.Dataset.from_tensor_slices(encoded).map(
+      lambda image: tf.io.decode_image(image, channels=leaf.shape[-1],
+                                       expand_animations=False)).batch(256)
+  for _ in decoded:  # Warm up.
+    pass
+  cpu = common.cpu_seconds()
+  for _ in range(5):
+    for _ in decoded:
+      pass
+  return 1e6 * (common.cpu_seconds() - cpu) / (5 * len(encoded))
+
+
+def _steps(episode):
+  return episode['steps']
+
+
+def _field(step, keys):
+  for key in keys:
+    step = step[key]
+  return step
 
 
 def measure_shape(name: str, num_steps: int, repeats: int, batches: int,
@@ -98,7 +134,8 @@ def measure_shape(name: str, num_steps: int, repeats: int, batches: int,
   directory = common.frame_set_dir(name, num_steps, data_dir)
   data = rlds_reverb.load(directory)
   lengths = common.episode_lengths(data)
-  raw, encoded, spec = filled_servers(data, common.image_format_of(name))
+  image_format = common.image_format_of(name)
+  raw, encoded, spec = filled_servers(data, image_format)
   servers = {'raw': raw, 'encoded': encoded}
   replays = replay_buffers(raw, encoded, spec)
   results = {(table, label): [] for label in PARALLEL for table in servers}
@@ -110,6 +147,10 @@ def measure_shape(name: str, num_steps: int, repeats: int, batches: int,
   for server in servers.values():
     server.stop()
   print_shape(name, spec, lengths, results, repeats)
+  decode_us = decode_cost(data, spec, image_format)
+  print(f'decode alone: {decode_us:.0f} us of CPU per frame '
+        f'(tf.io.decode_image in a tf.data map): at most '
+        f'{1e6 / (2 * decode_us):,.0f} 2-step items per CPU-second')
 
 
 def _median(runs, key) -> float:
@@ -118,6 +159,16 @@ def _median(runs, key) -> float:
 
 def _median_ratio(a, b, key) -> float:
   return statistics.median(x[key] / y[key] for x, y in zip(a, b))
+
+
+def _server_us(runs) -> float:
+  """Server CPU per item over all rounds (/proc counts in 10 ms ticks)."""
+  return 1e6 * sum(r['server_cpu'] for r in runs) / sum(r['items']
+                                                          for r in runs)
+
+
+def _server_ratio(a, b) -> str:
+  return f'{_server_us(a) / _server_us(b):.2f}x' if _server_us(b) else 'n/a'
 
 
 def print_shape(name, spec, lengths, results, repeats) -> None:
@@ -131,13 +182,13 @@ def print_shape(name, spec, lengths, results, repeats) -> None:
   for (table, label), runs in results.items():
     print(f'{table:8s} {label:18s} {_median(runs, "rate"):9,.0f} '
           f'{_median(runs, "per_cpu"):11,.0f} '
-          f'{_median(runs, "server_us"):14,.1f}')
+          f'{_server_us(runs):14,.1f}')
   for label in PARALLEL:
     raw, encoded = results['raw', label], results['encoded', label]
     print(f'encoded / raw, {label}: items/s '
           f'{_median_ratio(encoded, raw, "rate"):.2f}x, per learner core '
           f'{_median_ratio(encoded, raw, "per_cpu"):.2f}x, server CPU per '
-          f'item {_median_ratio(encoded, raw, "server_us"):.2f}x')
+          f'item {_server_ratio(encoded, raw)}')
   raw_rate = _median(results['raw', 'default'], 'rate')
   raw_cores = raw_rate / _median(results['raw', 'default'], 'per_cpu')
   encoded_per_cpu = max(_median(results['encoded', label], 'per_cpu')
