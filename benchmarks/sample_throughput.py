@@ -1,4 +1,4 @@
-"""Sampling with the decode: raw tables against encoded tables, per learner core.
+"""Sampling with the decode: raw against encoded tables, per learner core.
 
 One run. For each frame set (TFDS directories of PNG or JPEG frames:
 synthetic 72x96x3, and real Atari play from `ale_frames`), two servers, each

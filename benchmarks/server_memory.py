@@ -83,6 +83,7 @@ SWEEPS = {
                   {'observation/embedding': 32}],
 }
 BATCHES = 40
+QUICK_BATCHES = 3
 BATCH_SIZE = 64
 
 
@@ -168,7 +169,7 @@ def _option_text(option) -> str:
 
 # --- Sampling. ---------------------------------------------------------------
 
-def trajectory_rate(server: ServerProcess) -> float:
+def trajectory_rate(server: ServerProcess, num_batches: int) -> float:
   """Items/s read through `reverb.TrajectoryDataset`, in batches of 64.
 
   Batched, as a learner reads it: one Python step per batch, not per item
@@ -176,10 +177,11 @@ def trajectory_rate(server: ServerProcess) -> float:
   """
   dataset = reverb.TrajectoryDataset.from_table_signature(
       server.address, TABLE, max_in_flight_samples_per_worker=2 * BATCH_SIZE)
-  return _rate(dataset.batch(BATCH_SIZE))
+  return _rate(dataset.batch(BATCH_SIZE), num_batches)
 
 
-def replay_rate(server: ServerProcess, spec, encoded: bool) -> float:
+def replay_rate(server: ServerProcess, spec, encoded: bool,
+                num_batches: int) -> float:
   """Items/s read through `ReverbReplayBuffer.as_dataset` in batches
   (`EncodedReplayBuffer`'s, frames decoded, from an encoded table)."""
   if encoded:
@@ -188,18 +190,19 @@ def replay_rate(server: ServerProcess, spec, encoded: bool) -> float:
   else:
     replay = reverb_replay_buffer.ReverbReplayBuffer(
         spec, TABLE, sequence_length=2, server_address=server.address)
-  return _rate(replay.as_dataset(sample_batch_size=BATCH_SIZE, num_steps=2))
+  return _rate(replay.as_dataset(sample_batch_size=BATCH_SIZE, num_steps=2),
+               num_batches)
 
 
-def _rate(batches) -> float:
-  """Items/s over `BATCHES` batches, after 3 to warm up."""
+def _rate(batches, num_batches: int) -> float:
+  """Items/s over `num_batches` batches, after 3 to warm up."""
   iterator = iter(batches)
   for _ in range(3):
     next(iterator)
   start = time.perf_counter()
-  for _ in range(BATCHES):
+  for _ in range(num_batches):
     next(iterator)
-  return BATCHES * BATCH_SIZE / (time.perf_counter() - start)
+  return num_batches * BATCH_SIZE / (time.perf_counter() - start)
 
 
 # --- One shape. ----------------------------------------------------------------
@@ -218,6 +221,7 @@ def shape_data(shape: str, data_dir: str, quick: bool):
 
 def measure_shape(shape: str, sweep: bool, repeats: int,
                   episode_items: bool, data_dir: str, quick: bool) -> None:
+  num_batches = QUICK_BATCHES if quick else BATCHES
   data, lengths, image_format = shape_data(shape, data_dir, quick)
   spec = rlds_reverb.create_trajectory_data_spec(data)
   if episode_items:
@@ -250,9 +254,9 @@ def measure_shape(shape: str, sweep: bool, repeats: int,
     servers[name] = server
   for _ in range(0 if episode_items else repeats):  # Tables take turns.
     for name, server in servers.items():
-      results[name]['trajectory'].append(trajectory_rate(server))
+      results[name]['trajectory'].append(trajectory_rate(server, num_batches))
       results[name]['replay'].append(
-          replay_rate(server, spec, results[name]['encoded']))
+          replay_rate(server, spec, results[name]['encoded'], num_batches))
   for server in servers.values():
     server.stop()
   if episode_items:
@@ -334,8 +338,7 @@ def main():
                       f'steps, 1 round: to check that it runs')
   args = parser.parse_args()
   if args.quick:
-    global BATCHES
-    args.repeats, BATCHES = 1, 3
+    args.repeats = 1
   print(f'machine: {common.machine()}')
   print(f'chunk rule: CHUNK_BYTES={chunks.CHUNK_BYTES}, '
         f'MAX_CHUNK_LENGTH={chunks.MAX_CHUNK_LENGTH}')
