@@ -21,6 +21,7 @@ from rlds_reverb.errors import ColumnMismatchError
 from rlds_reverb.errors import DataReadError
 from rlds_reverb.errors import DatasetNotPreparedError
 from rlds_reverb.errors import ExportError
+from rlds_reverb.errors import ImageFieldError
 from rlds_reverb.errors import MalformedEpisodeError
 from rlds_reverb.errors import MixedReplayError
 from rlds_reverb.errors import PipelineFailedError
@@ -62,6 +63,8 @@ _LAZY = {
     'recover': 'rlds_reverb.tfds_out',
     'export': 'rlds_reverb.exporter',
     'ExportReport': 'rlds_reverb.exporter',
+    'EncodedReplayBuffer': 'rlds_reverb.decoded',
+    'decode_images': 'rlds_reverb.decoded',
 }
 
 __all__ = [
@@ -91,6 +94,8 @@ __all__ = [
     'recover',
     'export',
     'ExportReport',
+    'EncodedReplayBuffer',
+    'decode_images',
     'RldsReverbError',
     'StepSpecError',
     'SignatureMismatchError',
@@ -109,12 +114,13 @@ __all__ = [
     'AddressError',
     'CheckpointError',
     'ExportError',
+    'ImageFieldError',
 ]
 
 
 _SUBPACKAGES = ('convert', 'specs', 'write', 'sources', 'cli', 'validation',
                 'stats', 'parallel', 'resume', 'checked_push', 'beam',
-                'tfds_out', 'record')
+                'tfds_out', 'record', 'decoded')
 
 
 def __getattr__(name: str) -> Any:

@@ -38,6 +38,7 @@ from rlds_reverb import specs
 from rlds_reverb import validation
 from rlds_reverb import whole_reads
 from rlds_reverb import wording
+from rlds_reverb.convert import encoded
 from rlds_reverb.errors import DataReadError
 from rlds_reverb.errors import MalformedEpisodeError
 from rlds_reverb.errors import ResumeStateError
@@ -90,6 +91,8 @@ class Settings:
   `end_of_episode` may be given as its value ('drop', 'pad', 'tile').
   `strict` refuses data without `discount` or `reward`, or with one-element
   discounts or flags, instead of reading them with defaults (`StepFormat`).
+  `images` ('raw', 'encoded'), `image_format` and `image_fields` say how
+  image fields are stored (`convert.encoded`).
   """
   sequence_length: int = 2
   stride_length: int = 1
@@ -98,8 +101,14 @@ class Settings:
   timeout: float = write_push.DEFAULT_TIMEOUT_S
   chunk_length: chunks.ChunkLength = None
   strict: bool = False
+  images: str = 'raw'
+  image_format: str = 'png'
+  image_fields: Optional[Tuple[str, ...]] = None
 
   def __post_init__(self):
+    object.__setattr__(self, 'images', encoded.Images.of(self.images).value)
+    if self.image_fields is not None:
+      object.__setattr__(self, 'image_fields', tuple(self.image_fields))
     object.__setattr__(self, 'end_of_episode',
                        items_lib.EndOfEpisode(self.end_of_episode))
     object.__setattr__(self, 'priority',
@@ -115,10 +124,14 @@ class Settings:
 
   def key(self) -> Dict[str, Any]:
     """What a resume file records of them (chunk lengths change no item)."""
-    return {'sequence_length': self.sequence_length,
-            'stride': self.stride_length,
-            'end_of_episode': self.end_of_episode.value,
-            'priority': self.priority}
+    key = {'sequence_length': self.sequence_length,
+           'stride': self.stride_length,
+           'end_of_episode': self.end_of_episode.value,
+           'priority': self.priority}
+    if self.images != encoded.Images.RAW.value:  # Raw: as before.
+      key.update(images=self.images, image_format=self.image_format,
+                 image_fields=self.image_fields)
+    return key
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,6 +189,9 @@ def push(
     on_confirmed: Optional[Callable[[Any], None]] = None,
     strict: bool = False,
     resume_anyway: bool = False,
+    images: str = 'raw',
+    image_format: str = 'png',
+    image_fields: Optional[Sequence[str]] = None,
 ) -> PushResult:
   """Checks, then writes `rlds_data` as fixed-length trajectory items.
 
@@ -210,6 +226,15 @@ def push(
     strict: refuse data without `discount` or `reward`, or with a discount
       or flag of shape (1,), as TF-Agents does; else they are read with
       defaults (1.0, 0.0) and as scalars, and `notes` says so.
+    images: 'raw' (decoded uint8 frames, TF-Agents' way) or 'encoded': image
+      fields go to Reverb as PNG/JPEG bytes, a string per step, which the
+      reader decodes (`EncodedReplayBuffer`, `decode_images`); the table
+      signature says so (`specs.encoded`). A TFDS dataset's Image fields
+      keep their own bytes, never decoded; raw uint8 [H, W, C] fields are
+      encoded here.
+    image_format: 'png' (lossless) or 'jpeg': how raw fields are encoded.
+    image_fields: the step fields to store encoded ('observation/pixels');
+      None: the source's Image features, else every uint8 [H, W, C] field.
 
   Returns:
     A `PushResult` of confirmed counts, with the episodes left out
@@ -217,8 +242,8 @@ def push(
     `notes` on fields read otherwise than stored.
 
   Raises:
-    StepSpecError, ValueError (a bad chunk_length, on_invalid or priority,
-      a table named twice),
+    StepSpecError, ValueError (a bad chunk_length, on_invalid, priority or
+      images, a table named twice), ImageFieldError,
       ServerUnavailableError, TableNotFoundError, SignatureMismatchError,
       DataReadError, MalformedEpisodeError, ResumeStateError: before writing.
     ReverbTimeoutError: the server stopped confirming; says what was.
@@ -228,7 +253,8 @@ def push(
   job = CheckedPush(
       rlds_data, server, tables,
       Settings(sequence_length, stride_length, priority, end_of_episode,
-               timeout, chunk_length, strict),
+               timeout, chunk_length, strict, images, image_format,
+               image_fields),
       on_invalid=on_invalid, resume=resume, policy_info_fn=policy_info_fn,
       resume_anyway=resume_anyway)
   plan = job.check()
@@ -275,7 +301,9 @@ class CheckedPush:
                source: Optional[Source] = None,
                policy_info_fn: Optional[fields.PolicyInfoFn] = None,
                resume_anyway: bool = False):
-    self._data = rlds_data
+    self._data, self._encoding = encoded.prepare(
+        rlds_data, settings.images, settings.image_format,
+        settings.image_fields)
     self._client, self._address = server_lib.connect(server)
     self._tables = items_lib.table_names(tables)
     self._settings = settings
@@ -303,6 +331,8 @@ class CheckedPush:
     if self._resume:
       resume_lib.check_writable(self._resume)
     step_format = specs.step_format(self._data, self._settings.strict)
+    if self._encoding is not None:
+      step_format = self._encoding.named(step_format)
     spec = specs.trajectory_spec(step_format.spec, self._policy_info_fn)
     chunks.check_option(
         self._settings.chunk_length, columns.columns_of(spec),
@@ -414,18 +444,28 @@ class CheckedPush:
         policy_info_fn=self._policy_info_fn, timeout=settings.timeout,
         chunk_length=settings.chunk_length,
         on_confirmed=functools.partial(_call_each, callbacks),
-        table_infos=self._infos, strict=settings.strict)
+        table_infos=self._infos, strict=settings.strict,
+        encoding=self._encoding)
 
   def _read_ahead(self, on_read) -> validation.Report:
     """Reads every episode before writing: a corrupt record fails here."""
     try:
-      return validation.validate(self._data, on_read=on_read)
+      return validation.validate(self._data, on_read=on_read,
+                                 frames=self._frames_to_check())
     except tf.errors.OpError as e:
       source = self._source or Source(None)
       reason = sources.read_error_text(e, source.dataset, source.data_dir)
       raise DataReadError(
           f'Cannot read {self._name()}: {reason}; nothing was written.'
       ) from e
+
+  def _frames_to_check(self):
+    """The fields stored as the source's own bytes: their headers are
+    checked ahead (frames encoded here fit by construction)."""
+    if self._encoding is None:
+      return None
+    return {path: image for path, image in self._encoding.images.items()
+            if path not in self._encoding.at_push}
 
   def _skipped(self, report: validation.Report) -> Tuple[SkippedEpisode, ...]:
     """The episodes to leave out; raises on malformed ones if 'raise'."""

@@ -96,3 +96,8 @@ class CheckpointError(RldsReverbError, ValueError):
 class ExportError(RldsReverbError, ValueError):
   """A table that cannot be exported as RLDS (its items are not
   trajectories), or an export that lost data under `strict=True`."""
+
+
+class ImageFieldError(RldsReverbError, ValueError):
+  """Fields that cannot be stored as encoded images (not uint8 [H, W, C], no
+  such field, no image field at all, an unknown format)."""

@@ -56,7 +56,10 @@ def push_shards(dataset: Union[str, Sequence[str]],
                 tables: Union[str, Sequence[str]], *, workers: int,
                 split: str = 'train', data_dir: Optional[str] = None,
                 on_invalid: str = 'raise', resume: Optional[str] = None,
-                resume_anyway: bool = False, **push_options):
+                resume_anyway: bool = False, images: str = 'raw',
+                image_format: str = 'png',
+                image_fields: Optional[Sequence[str]] = None,
+                **push_options):
   """Pushes the `workers` shards of `dataset` at once; sums their results.
 
   Args:
@@ -70,6 +73,7 @@ def push_shards(dataset: Union[str, Sequence[str]],
     resume: as for `push`; shard i of N keeps its own file,
       'STATE.json' -> 'STATE.i-of-N.json'.
     resume_anyway: as for `push`, in each shard.
+    images, image_format, image_fields: as for `push` (encoded images).
     **push_options: `push`'s item and timeout settings (sequence_length,
       stride_length, priority, end_of_episode, timeout, chunk_length,
       strict).
@@ -91,6 +95,9 @@ def push_shards(dataset: Union[str, Sequence[str]],
   outcomes = run_shards(dataset, server, tables, workers=workers, split=split,
                         data_dir=data_dir, on_invalid=on_invalid,
                         resume=resume, resume_anyway=resume_anyway,
+                        images=images, image_format=image_format,
+                        image_fields=(None if image_fields is None
+                                      else tuple(image_fields)),
                         **push_options)
   failed = [outcome for outcome in outcomes if outcome.result is None]
   if failed:

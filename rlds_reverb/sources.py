@@ -79,8 +79,19 @@ def load(dataset: Union[str, Sequence[str]], split: str = 'train',
       [whole_reads.reader_of(builder, split_arg) for builder, _ in found],
       combine)
   rlds_data = combine(datasets)
-  return rlds_data if reader is None else whole_reads.remember(rlds_data,
-                                                               reader)
+  if reader is None:
+    return rlds_data
+  return whole_reads.remember(rlds_data, reader,
+                              _image_fields([b for b, _ in found]))
+
+
+def _image_fields(found_builders) -> dict:
+  """The Image step fields of the sources; a format where they all agree
+  (the steps were checked to be the same), None where they differ."""
+  images = [whole_reads.images_of(builder) for builder in found_builders]
+  return {path: (image_format if all(other.get(path) == image_format
+                                     for other in images) else None)
+          for path, image_format in images[0].items()}
 
 
 def _combine(sources: List[str], datasets: List[tf.data.Dataset]

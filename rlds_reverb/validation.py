@@ -27,6 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 from rlds_reverb import whole_reads
+from rlds_reverb.convert import encoded
 from rlds_reverb.convert import episodes as episodes_lib
 from rlds_reverb.convert import step_types
 from rlds_reverb.specs import fields
@@ -75,24 +76,34 @@ class Report:
 
 
 def validate(rlds_data: tf.data.Dataset, strict: bool = False,
-             on_read: Optional[Callable[[int, int], None]] = None) -> Report:
+             on_read: Optional[Callable[[int, int], None]] = None,
+             frames: Optional[Dict[str, Any]] = None) -> Report:
   """Reads all of `rlds_data` and reports every problem.
 
   `on_read(episodes, steps)`, if given, is called after each episode with
-  the counts read so far (for a progress bar).
+  the counts read so far (for a progress bar). `frames`, {step field path:
+  `specs.encoded.EncodedImage`}, names fields of encoded frames (episodes
+  read whole) whose headers must fit: a push of encoded images checks them
+  ahead, reading headers only (`convert.encoded.check_frames`).
 
   Raises:
     StepSpecError: the step spec cannot be converted (checked before reading;
       `strict` as for `convert_rlds_to_trajectories`).
+    ColumnMismatchError: a frame of `frames` that does not fit (episode,
+      step and field named).
   """
   step_format = step_spec_lib.step_format(rlds_data, strict)
   # The rules need the flags only: images are left encoded.
   rlds_data = whole_reads.whole(rlds_data, images=False)
   flag_field = invalid_flag_field(rlds_data.element_spec)
   indexed = rlds_data.enumerate()
+  frames = dict(frames or {})
   if episodes_lib.is_whole(rlds_data):  # A map: no dataset per episode.
     flags = indexed.map(functools.partial(
-        _whole_episode_flags, flag_field=flag_field, step_format=step_format))
+        _whole_episode_flags, flag_field=flag_field, step_format=step_format,
+        frames=sorted(frames)))
+  elif frames:
+    raise ValueError('frames are checked in episodes read whole only.')
   else:
     flags = indexed.flat_map(functools.partial(
         _episode_flags, flag_field=flag_field, step_format=step_format))
@@ -100,7 +111,9 @@ def validate(rlds_data: tf.data.Dataset, strict: bool = False,
   episodes = steps = 0
   problems, empty, flagged, lengths = [], [], [], []
   for element in checked.prefetch(2).as_numpy_iterator():
-    index, length, problem_steps, kinds, is_flagged = element
+    index, length, problem_steps, kinds, is_flagged, values = element
+    for path, value in zip(sorted(frames), values):
+      encoded.check_frames(path, frames[path], value, f'episode {index}')
     episodes += 1
     steps += int(length)
     lengths.append(int(length))
@@ -188,27 +201,35 @@ def _episode_flags(index, episode, flag_field, step_format):
       functools.partial(_with_index_and_flag, index, flagged))
 
 
-def _whole_episode_flags(index, episode, flag_field, step_format):
-  """`_episode_flags` of an episode read whole: no batch, no fallback."""
+def _whole_episode_flags(index, episode, flag_field, step_format, frames):
+  """`_episode_flags` of an episode read whole: no batch, no fallback;
+  with the values of the fields `frames` (paths)."""
   steps = episodes_lib.completed_steps(episode, step_format)
   flags = {name: steps[name] for name in fields.FLAGS}
   flagged = (episode[flag_field] if flag_field is not None
              else tf.constant(False))
-  return index, flags, flagged
+  values = tuple(_at(steps, path) for path in frames)
+  return index, flags, flagged, values
+
+
+def _at(steps, path: str):
+  for key in path.split('/'):
+    steps = steps[key]
+  return steps
 
 
 def _with_index_and_flag(index, flagged, flags):
-  return index, flags, flagged
+  return index, flags, flagged, ()
 
 
-def _check_episode(index, flags, flagged):
+def _check_episode(index, flags, flagged, values):
   is_first, is_last = flags[fields.IS_FIRST], flags[fields.IS_LAST]
   types = step_types.classify(
       is_first, is_last, flags[fields.IS_TERMINAL],
       _followed_by(is_first, True), _followed_by(is_last, False))
   problem_steps = tf.where(types.problem > 0)[:, 0]
   return (index, tf.shape(is_first, out_type=tf.int64)[0], problem_steps,
-          tf.gather(types.problem, problem_steps), flagged)
+          tf.gather(types.problem, problem_steps), flagged, values)
 
 
 def _flags_of(step):

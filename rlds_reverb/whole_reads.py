@@ -16,12 +16,15 @@ built, or `load`'s transformed by `take`, `map`...) reads the standard way.
 The episodes, their order and their values are the same either way.
 
 `images=False` keeps image fields as their encoded bytes: what the checks
-before a push read, which need the flags only.
+before a push read, which need the flags only. `images` may also be a set of
+step field paths ('observation/pixels'): those are kept encoded, the other
+images decoded (a push of encoded images, `convert.encoded`).
 """
 
 import functools
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Union
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
@@ -29,8 +32,12 @@ from rlds_reverb.specs import fields
 
 # The attribute of a dataset `load` returned: (images: bool) -> Dataset.
 _WHOLE = '_rlds_reverb_whole'
+# ... and its image fields: {step field path: encoding format or None}.
+_IMAGES = '_rlds_reverb_images'
 
-Reader = Callable[[bool], tf.data.Dataset]
+# True: decode every image; False: none; a set of paths: keep those encoded.
+Images = Union[bool, FrozenSet[str]]
+Reader = Callable[[Images], tf.data.Dataset]
 
 # Episodes decoded at once (images: PNG decoding is most of a push's reading);
 # a fixed number, not AUTOTUNE, so that at most this many whole episodes are
@@ -38,17 +45,50 @@ Reader = Callable[[bool], tf.data.Dataset]
 _PARALLEL_EPISODES = 2
 
 
-def whole(rlds_data: tf.data.Dataset, images: bool = True
+def whole(rlds_data: tf.data.Dataset, images: Images = True
           ) -> tf.data.Dataset:
   """`rlds_data` read whole if `load` made it, else `rlds_data` itself."""
   reader = getattr(rlds_data, _WHOLE, None)
   return rlds_data if reader is None else reader(images)
 
 
-def remember(rlds_data: tf.data.Dataset, reader: Reader) -> tf.data.Dataset:
-  """Marks `rlds_data` as readable whole by `reader(images)`."""
+def remember(rlds_data: tf.data.Dataset, reader: Reader,
+             images: Optional[Dict[str, Optional[str]]] = None
+             ) -> tf.data.Dataset:
+  """Marks `rlds_data` as readable whole by `reader(images)`; `images` are
+  its `tfds.features.Image` step fields, {path: 'png', 'jpeg' or None}."""
   setattr(rlds_data, _WHOLE, reader)
+  setattr(rlds_data, _IMAGES, dict(images or {}))
   return rlds_data
+
+
+def image_fields(rlds_data: tf.data.Dataset) -> Dict[str, Optional[str]]:
+  """{step field path: format} of the uint8 `tfds.features.Image` fields
+  of data `load` made (readable whole), with their encoding format ('png',
+  'jpeg'; None where the builder does not say); {} for other data."""
+  if getattr(rlds_data, _WHOLE, None) is None:
+    return {}
+  return dict(getattr(rlds_data, _IMAGES, {}))
+
+
+def images_of(builder) -> Dict[str, Optional[str]]:
+  """The uint8 Image step fields of a TFDS builder, with their formats."""
+  if not _has_steps(builder):
+    return {}
+  steps = builder.info.features[fields.STEPS]
+  if not (isinstance(steps, tfds.features.Dataset) and
+          isinstance(steps.feature, tfds.features.FeaturesDict)):
+    return {}
+  return dict(_images(steps.feature, ''))
+
+
+def _images(feature, path: str):
+  if isinstance(feature, tfds.features.FeaturesDict):
+    for name in feature.keys():
+      yield from _images(feature[name], f'{path}/{name}' if path else name)
+  elif (isinstance(feature, tfds.features.Image) and
+        feature.np_dtype == np.uint8):
+    yield path, feature.encoding_format
 
 
 def reader_of(builder, split) -> Optional[Reader]:
@@ -73,7 +113,7 @@ def join(readers: List[Optional[Reader]],
   return functools.partial(_joined, readers, combine)
 
 
-def _joined(readers, combine, images: bool) -> tf.data.Dataset:
+def _joined(readers, combine, images: Images) -> tf.data.Dataset:
   return combine([reader(images) for reader in readers])
 
 
@@ -93,17 +133,24 @@ def _read_whole(builder, split, steps_feature, images: bool
       num_parallel_calls=_PARALLEL_EPISODES, deterministic=True)
 
 
-def _decode_steps(episode, feature, images: bool):
+def _decode_steps(episode, feature, images: Images):
   episode = dict(episode)
-  episode[fields.STEPS] = _decode(feature, episode[fields.STEPS], images)
+  episode[fields.STEPS] = _decode(feature, episode[fields.STEPS], images, '')
   return episode
 
 
-def _decode(feature, value: Any, images: bool) -> Any:
+def _decode(feature, value: Any, images: Images, path: str) -> Any:
   """Each leaf of `value` ([T, ...], as parsed) decoded by its feature."""
   if isinstance(feature, tfds.features.FeaturesDict):
-    return {name: _decode(feature[name], value[name], images)
+    return {name: _decode(feature[name], value[name], images,
+                          f'{path}/{name}' if path else name)
             for name in value}
-  if isinstance(feature, tfds.features.Image) and not images:
+  if isinstance(feature, tfds.features.Image) and _kept_encoded(images, path):
     return value
   return feature.decode_batch_example(value)
+
+
+def _kept_encoded(images: Images, path: str) -> bool:
+  if isinstance(images, bool):
+    return not images
+  return path in images

@@ -39,6 +39,8 @@ EXPORTED = [
     'recover',
     'export',
     'ExportReport',
+    'EncodedReplayBuffer',
+    'decode_images',
     'RldsReverbError',
     'StepSpecError',
     'SignatureMismatchError',
@@ -57,6 +59,7 @@ EXPORTED = [
     'AddressError',
     'CheckpointError',
     'ExportError',
+    'ImageFieldError',
 ]
 
 DROP_INS = ['get_rlds_step_features', 'create_trajectory_data_spec',
@@ -68,7 +71,7 @@ ERRORS = ['RldsReverbError', 'StepSpecError', 'SignatureMismatchError',
           'SourceError', 'DatasetNotPreparedError', 'ShardsFailedError',
           'MalformedEpisodeError', 'DataReadError', 'ResumeStateError',
           'PipelineFailedError', 'MixedReplayError', 'AddressError',
-          'CheckpointError', 'ExportError']
+          'CheckpointError', 'ExportError', 'ImageFieldError']
 
 
 def test_all_is_pinned():
@@ -147,3 +150,20 @@ def test_subpackages_load_on_attribute_access():
                           text=True, check=False)
   assert result.returncode == 0, result.stderr
   assert result.stdout.split() == ['table_signature', 'trajectory_blocks']
+
+
+def test_encoded_mode_keywords_are_pinned():
+  """The encoded-image mode's keywords (issue 23), default 'raw' = before."""
+  for function in (rlds_reverb.push, rlds_reverb.push_nstep_transitions,
+                   rlds_reverb.push_shards):
+    parameters = inspect.signature(function).parameters
+    assert [(name, parameters[name].default) for name in
+            ('images', 'image_format', 'image_fields')] == [
+                ('images', 'raw'), ('image_format', 'png'),
+                ('image_fields', None)], function.__name__
+  parameters = inspect.signature(rlds_reverb.decode_images).parameters
+  assert list(parameters) == ['dataset', 'stored_spec_or_signature',
+                              'num_parallel_calls']
+  from tf_agents.replay_buffers import reverb_replay_buffer  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  assert issubclass(rlds_reverb.EncodedReplayBuffer,
+                    reverb_replay_buffer.ReverbReplayBuffer)

@@ -21,6 +21,7 @@ from tf_agents.replay_buffers import reverb_utils
 
 from rlds_reverb import convert
 from rlds_reverb import specs
+from rlds_reverb.convert import encoded
 from rlds_reverb.convert import nstep
 from rlds_reverb.errors import ReverbTimeoutError
 from rlds_reverb.specs import fields
@@ -95,6 +96,7 @@ def write_trajectories(
     on_confirmed: Optional[Callable[[writer_lib.Progress], None]] = None,
     table_infos: Optional[Dict[str, Any]] = None,
     strict: bool = False,
+    encoding: Optional[encoded.Encoding] = None,
 ) -> PushResult:
   """Writes `rlds_data` as fixed-length trajectory items, reading it once.
 
@@ -103,7 +105,8 @@ def write_trajectories(
   a TF-Agents observer. `rlds_reverb.push` (`checked_push`) checks the data
   first, then calls this; the arguments are its own, plus `table_infos`: the
   tables' `TableInfo`s from `check_tables`, when the caller has just checked
-  them (else they are checked here).
+  them (else they are checked here), and `encoding`: the fields `rlds_data`
+  holds encoded (`convert.encoded.prepare` made it), None for raw images.
 
   Returns:
     A `PushResult`, once the server has confirmed every item.
@@ -123,7 +126,7 @@ def write_trajectories(
       sequence_length, stride_length, end_of_episode)
   return _push(rlds_data, client, address, tables, item_plan, priority,
                policy_info_fn, timeout, on_confirmed, chunk_length,
-               table_infos, strict)
+               table_infos, strict, encoding)
 
 
 def push_nstep_transitions(
@@ -138,17 +141,24 @@ def push_nstep_transitions(
     chunk_length: chunks.ChunkLength = None,
     on_confirmed: Optional[Callable[[writer_lib.Progress], None]] = None,
     strict: bool = False,
+    images: str = 'raw',
+    image_format: str = 'png',
+    image_fields: Optional[Sequence[str]] = None,
 ) -> PushResult:
   """Writes one item per n-step transition (`convert.nstep`), as Acme does.
 
   Items have no time axis; a signed table's signature must equal
-  `create_nstep_transition_spec(rlds_data)`. `trajectories` in the result
-  counts transitions; `chunk_length` and `strict` are as for `push`. Raises
-  as `push`.
+  `create_nstep_transition_spec(rlds_data)` (with images='encoded', that
+  spec with its image fields stored encoded, `specs.encoded`).
+  `trajectories` in the result counts transitions; `chunk_length`,
+  `strict`, `images`, `image_format` and `image_fields` are as for `push`.
+  Raises as `push`.
   """
   tables = items_lib.table_names(tables)
   client, address = server_lib.connect(server)
-  step_format = specs.step_format(rlds_data, strict)
+  rlds_data, encoding = encoded.prepare(rlds_data, images, image_format,
+                                        image_fields)
+  step_format = _named(specs.step_format(rlds_data, strict), encoding)
   spec = nstep.transition_spec(step_format.spec)
   blocks = nstep.nstep_transition_blocks(rlds_data, n, discount, strict)
   writer = writer_lib.SequenceWriter(
@@ -231,10 +241,16 @@ def _call_per_trajectory(rlds_data, observer, policy_info_fn, strict) -> int:
   return count
 
 
+def _named(step_format, encoding):
+  """The step format whose spec says which fields are stored encoded."""
+  return step_format if encoding is None else encoding.named(step_format)
+
+
 def _push(rlds_data, client, address, tables, item_plan, priority,
           policy_info_fn, timeout_s, on_confirmed,
-          chunk_length=None, infos=None, strict=False) -> PushResult:
-  step_format = specs.step_format(rlds_data, strict)
+          chunk_length=None, infos=None, strict=False,
+          encoding=None) -> PushResult:
+  step_format = _named(specs.step_format(rlds_data, strict), encoding)
   spec = specs.trajectory_spec(step_format.spec, policy_info_fn)
   # Checks chunk_length before the server is asked.
   writer = writer_lib.SequenceWriter(

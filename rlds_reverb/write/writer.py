@@ -40,14 +40,17 @@ from typing import Any, Callable, List, Optional, Sequence, Union
 
 import numpy as np
 import reverb
+import tree
 
 from rlds_reverb import wording
+from rlds_reverb.convert import encoded
 from rlds_reverb.errors import ReverbTimeoutError
 from rlds_reverb.errors import RldsReverbError
 from rlds_reverb.write import chunks
 from rlds_reverb.write import columns as columns_lib
 from rlds_reverb.write import items as items_lib
 from rlds_reverb.write import reverb_cpp
+from rlds_reverb.specs import encoded as encoded_spec
 from rlds_reverb.write import rows as rows_lib
 
 CONFIRM_EVERY_ROWS = 4096
@@ -85,6 +88,9 @@ class SequenceWriter:
                chunk_length: chunks.ChunkLength = None,
                on_confirmed: Optional[Callable[[Progress], None]] = None):
     self._columns = columns_lib.columns_of(spec_structure)
+    # Per column: the image it stores encoded (`specs.encoded`), or None.
+    self._images = [encoded_spec.image_of(spec)
+                    for spec in tree.flatten(spec_structure)]
     self._tables = items_lib.table_names(tables)
     self._address = address
     self._timeout_s = timeout_s
@@ -120,9 +126,11 @@ class SequenceWriter:
     """
     columns = rows_lib.flat_columns(block)
     num_steps = len(columns[0])
+    self._check_frames(columns, episode)
     plan = self._plan.plan(num_steps)
     if plan.num_pad_rows:
       pad = rows_lib.pad_columns(block, plan.num_pad_rows)
+      pad = self._with_blank_frames(pad, columns)
       columns = [np.concatenate([c, p]) for c, p in zip(columns, pad)]
     self._prepare(columns, episode)
     num_rows = len(columns[0])
@@ -130,6 +138,28 @@ class SequenceWriter:
       self._append_rows(columns, plan.item_ends,
                         self._plan.item_length(num_steps))
     self._episode_done(num_steps, num_rows)
+
+  def _check_frames(self, columns, episode) -> None:
+    """Encoded frames whose headers do not fit the table: refused before
+    any row of the episode is appended."""
+    for column, image, rows in zip(self._columns, self._images, columns):
+      if image is not None and rows.dtype == object:
+        encoded.check_frames(column.path, image, rows, _place(episode))
+
+  def _with_blank_frames(self, pad, columns):
+    """Pad rows of encoded columns hold the encoded frame of zeros (of the
+    episode's frame size where the spec leaves it unknown)."""
+    pad = list(pad)
+    for i, image in enumerate(self._images):
+      if image is None or not len(columns[i]):  # pylint: disable=g-explicit-length-test
+        continue
+      shape = tuple(image.frame.shape.as_list())
+      if None in shape:
+        height, width, _ = encoded.frame_shape(bytes(columns[i].ravel()[0]))
+        shape = (height, width, image.channels)
+      pad[i] = np.full(pad[i].shape,
+                       encoded.blank_frame(image.format, shape), object)
+    return pad
 
   def confirm(self, timeout_s: Optional[float] = None) -> Progress:
     """Blocks until the server confirmed every item written so far.
