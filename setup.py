@@ -50,6 +50,9 @@ setuptools.setup(
         # nothing.
         'docs': ['mkdocs==1.6.1', 'mkdocstrings==1.0.8',
                  'mkdocstrings-python==2.0.11'],
+        # benchmarks/ale_frames.py: real Atari frames (the ROMs ship in the
+        # wheel); numpy is its only dependency.
+        'bench': ['ale-py==0.12.1'],
     },
     include_package_data=True,
     package_data={'rlds_reverb': ['data/**/*']},

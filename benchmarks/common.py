@@ -81,6 +81,13 @@ def proc_status_bytes(key: str, pid='self') -> int:
   raise RuntimeError(f'no {key} in /proc/{pid}/status')
 
 
+def cpu_seconds(pid='self') -> float:
+  """User + system CPU seconds of a process (all its threads), from /proc."""
+  with open(f'/proc/{pid}/stat', encoding='ascii') as f:
+    fields = f.read().rsplit(')', 1)[1].split()
+  return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+
+
 def machine() -> str:
   return (f'{platform.machine()}, {os.cpu_count()} cores, Python '
           f'{platform.python_version()}, TensorFlow {tf.__version__}')
@@ -221,6 +228,70 @@ def tfds_dir(shape: str, num_episodes: int, num_steps: int, data_dir: str,
       download_config=tfds.download.DownloadConfig(
           num_shards=min(num_shards, num_episodes)))
   return os.fspath(builder.data_dir)
+
+
+# --- Image datasets in TFDS directories, synthetic and real. -----------------
+
+# Frames stored as TFDS `Image` features: the synthetic DMLab-shaped ones
+# (`tfds_dir('image', ...)`, PNG) and real Atari play (`ale_frames`).
+FRAME_SETS = ('synthetic_png', 'atari_gray_png', 'atari_rgb_png',
+              'atari_rgb_jpeg')
+
+
+def frame_set_dir(name: str, num_steps: int, data_dir: str) -> str:
+  """Writes about `num_steps` steps of frame set `name`; the dataset's path.
+
+  Synthetic: episodes of 500 steps (fewer if `num_steps` is less); Atari:
+  random play of `ale_frames.GAME`, episodes as long as the game lasts.
+  """
+  if name == 'synthetic_png':
+    episode_steps = min(num_steps, 500)
+    return tfds_dir('image', max(1, num_steps // episode_steps),
+                    episode_steps, data_dir)
+  import ale_frames  # pylint: disable=g-import-not-at-top  (needs ale-py)
+  return ale_frames.tfds_dir(name, num_steps, data_dir)
+
+
+def image_format_of(name: str) -> str:
+  """The encoding of a frame set's images: 'png' or 'jpeg'."""
+  return 'jpeg' if name.endswith('jpeg') else 'png'
+
+
+def episode_lengths(rlds_data: tf.data.Dataset) -> list:
+  """Steps of each episode of `rlds_data`, read through its flags."""
+  return [int(n) for n in rlds_data.map(_num_steps).as_numpy_iterator()]
+
+
+def _num_steps(episode):
+  return episode['steps'].reduce(np.int64(0), _count)
+
+
+def _count(count, step):
+  del step
+  return count + 1
+
+
+def image_leaves(spec) -> list:
+  """(path, spec) of the uint8 [..., H, W, C] leaves of `spec` (C 1, 3, 4)."""
+  from rlds_reverb.specs import paths  # pylint: disable=g-import-not-at-top
+  return [(path, leaf) for path, leaf in paths.flatten_with_paths(spec)
+          if leaf.dtype == tf.uint8 and leaf.shape.rank >= 3
+          and leaf.shape[-1] in (1, 3, 4)]
+
+
+def encoded_signature(spec, image_format: str):
+  """The signature of a table of `spec`'s items (2 steps) with its images
+  stored encoded, as `rlds_reverb.push(..., images='encoded')` writes them."""
+  from rlds_reverb.specs import encoded  # pylint: disable=g-import-not-at-top
+  from tf_agents.specs import tensor_spec  # pylint: disable=g-import-not-at-top
+  return encoded.encoded_spec(
+      tensor_spec.add_outer_dim(spec),
+      [path for path, _ in image_leaves(spec)], image_format)
+
+
+def items_of(lengths, sequence_length: int = 2) -> int:
+  """Items of `sequence_length` steps, stride 1, within episodes."""
+  return sum(max(0, n - sequence_length + 1) for n in lengths)
 
 
 # --- A Reverb server in a child process. -------------------------------------

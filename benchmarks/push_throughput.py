@@ -1,8 +1,11 @@
 """Push throughput and memory: TF-Agents, Reverb's raw writers, rlds_reverb.
 
 One run, the same data, items of 2 steps with stride 1 (TF-Agents'
-`ReverbAddTrajectoryObserver(2)`); shapes: vector (D4RL halfcheetah) and
-image (RL Unplugged DMLab 72x96x3 frames), from two sources:
+`ReverbAddTrajectoryObserver(2)`); shapes: vector (D4RL halfcheetah), image
+(RL Unplugged DMLab 72x96x3 frames, synthetic), and real Atari frames
+recorded by `ale_frames.py` (tfds only; `pip install ".[bench]"`):
+atari_gray_png (84x84x1, as rlu_atari), atari_rgb_png and atari_rgb_jpeg
+(210x160x3), 4,000 steps each; from two sources:
 
   tfds     a directory written by TFDS's own writer (4 record files; frames as
            PNG `Image` features, as RL Unplugged stores them), opened with
@@ -13,10 +16,10 @@ image (RL Unplugged DMLab 72x96x3 frames), from two sources:
 
 The writers:
 
-  tf_agents    (memory only) vector: `rlds_to_reverb.push_rlds_to_reverb` +
-               the observer's flush; image: the observer fed our trajectories
-               one by one (TF-Agents' converter gives nested observations an
-               extra axis).
+  tf_agents    vector (memory only): `rlds_to_reverb.push_rlds_to_reverb` +
+               the observer's flush; frames: the observer fed our
+               trajectories one by one (TF-Agents' converter gives nested
+               observations an extra axis).
   structured   (memory only) Reverb's StructuredWriter appending pre-made
                numpy rows (made before timing) through its public `append`,
                creating the same items, flushed in bounded batches (24
@@ -31,6 +34,10 @@ The writers:
   push         `rlds_reverb.push` with its defaults (`on_invalid='raise'`):
                the data's flags are read and checked before anything is
                written, then the data is read again to write.
+  encoded      (frames) the same two pushes with `images='encoded'`, into a
+               table signed for encoded frames (its own server): a TFDS
+               source's PNG/JPEG bytes are written as they are, not decoded;
+               frames in memory are PNG-encoded at push time.
 
 The server runs in a child process (as a deployment's would: its threads do
 not share the writer's interpreter lock); the writers take turns, round after
@@ -42,10 +49,11 @@ of `rlds_reverb.push` over a streamed dataset of 10 and of 100 episodes, each
 in a fresh process.
 
     python benchmarks/push_throughput.py [--source tfds memory]
-        [--shape vector image] [--repeats 3] [--episodes N]
-        [--skip-tf-agents] [--skip-rss]
+        [--shape vector image atari_gray_png atari_rgb_png atari_rgb_jpeg]
+        [--repeats 3] [--episodes N] [--skip-tf-agents] [--skip-rss]
+    python benchmarks/push_throughput.py --quick    # tiny: does it run
 
-`--episodes` sets the number of episodes of every shape and source.
+`--episodes` sets the number of episodes of every synthetic shape and source.
 """
 
 import argparse
@@ -79,6 +87,9 @@ TIMEOUT_MS = 60_000
 # (source, shape): (episodes, steps per episode).
 SIZES = {('memory', 'vector'): (50, 1000), ('memory', 'image'): (20, 1000),
          ('tfds', 'vector'): (150, 1000), ('tfds', 'image'): (20, 1000)}
+ATARI = ('atari_gray_png', 'atari_rgb_png', 'atari_rgb_jpeg')
+ATARI_STEPS = 4000
+QUICK_EPISODES, QUICK_STEPS = 2, 50  # --quick: each synthetic source, Atari.
 
 
 def server_process(spec) -> common.ServerProcess:
@@ -112,9 +123,10 @@ def feed_observer(observer, data) -> None:
   observer.flush()
 
 
-def push_rlds_reverb(data, client, on_invalid: str = 'stop') -> None:
+def push_rlds_reverb(data, client, on_invalid: str = 'stop',
+                     images: str = 'raw') -> None:
   rlds_reverb.push(data, client, TABLE, sequence_length=2,
-                   on_invalid=on_invalid)
+                   on_invalid=on_invalid, images=images)
 
 
 def numpy_rows(data):
@@ -172,14 +184,14 @@ def push_chunked_writer(episodes, client, lengths) -> None:
   writer.close()
 
 
-def measure(writers, client, expected_items, repeats):
-  """Median items/s of each writer, and per-round ratios to the last one.
+def measure(writers, expected_items, repeats):
+  """Items/s of each writer (name, fn, client of its table), per round.
 
   Rounds interleave the writers so that they share the machine's noise.
   """
-  seconds = {name: [] for name, _ in writers}
+  seconds = {name: [] for name, _, _ in writers}
   for _ in range(repeats):
-    for name, fn in writers:
+    for name, fn, client in writers:
       client.reset(TABLE)
       elapsed, _ = common.timed(fn, 1)
       items = client.server_info(timeout=10)[TABLE].current_size
@@ -188,7 +200,7 @@ def measure(writers, client, expected_items, repeats):
             f'{name} left {items} items, expected {expected_items}')
       seconds[name].append(elapsed)
   return {name: [expected_items / s for s in seconds[name]]
-          for name, _ in writers}
+          for name, _, _ in writers}
 
 
 def fixed_cost(client, repeats: int) -> float:
@@ -229,57 +241,94 @@ def peak_rss(num_episodes: int, steps: int) -> float:
   return json.loads(output.stdout.strip().splitlines()[-1])['peak_rss_mib']
 
 
-def source_data(source: str, shape: str, num_episodes: int, num_steps: int,
-                data_dir: str):
+def source_data(source: str, shape: str, num_episodes: Optional[int],
+                data_dir: str, quick: bool):
+  """(RLDS data, episode lengths) of `shape` from `source`."""
+  if shape in ATARI:
+    if source == 'memory':
+      raise SystemExit(f'{shape} is read from a TFDS directory: --source tfds')
+    import ale_frames  # pylint: disable=g-import-not-at-top  (needs ale-py)
+    steps = QUICK_EPISODES * QUICK_STEPS if quick else ATARI_STEPS
+    data = rlds_reverb.load(ale_frames.tfds_dir(shape, steps, data_dir))
+    return data, common.episode_lengths(data)
+  default_episodes, num_steps = SIZES[source, shape]
+  if quick:
+    default_episodes, num_steps = QUICK_EPISODES, QUICK_STEPS
+  num_episodes = num_episodes or default_episodes
   if source == 'memory':
-    return common.SHAPES[shape](num_episodes, num_steps).cache()
-  return rlds_reverb.load(common.tfds_dir(shape, num_episodes, num_steps,
-                                          data_dir))
+    data = common.SHAPES[shape](num_episodes, num_steps).cache()
+  else:
+    data = rlds_reverb.load(common.tfds_dir(shape, num_episodes, num_steps,
+                                            data_dir))
+  return data, [num_steps] * num_episodes
 
 
 def measure_shape(source: str, shape: str, repeats: int,
                   num_episodes: Optional[int], with_tf_agents: bool,
-                  data_dir: str) -> None:
-  default_episodes, num_steps = SIZES[source, shape]
-  num_episodes = num_episodes or default_episodes
-  data = source_data(source, shape, num_episodes, num_steps, data_dir)
+                  data_dir: str, quick: bool) -> None:
+  data, lengths = source_data(source, shape, num_episodes, data_dir, quick)
   spec = rlds_reverb.create_trajectory_data_spec(data)
-  episodes = numpy_rows(data)
-  lengths = chunk_lengths_of(data, spec)
-  expected_items = num_episodes * (num_steps - 1)
+  frames = bool(common.image_leaves(spec))
+  pre_made = shape in ('vector', 'image')  # Rows held in memory: not Atari.
+  episodes = numpy_rows(data) if pre_made else None
+  lengths_of_chunks = chunk_lengths_of(data, spec)
+  expected_items = common.items_of(lengths)
   server = server_process(spec)
   client = server.client
+  servers = [server]
   push_rlds_reverb(data, client)  # Warm up: tracing, first iterator.
   writers = []
+  if with_tf_agents and (source == 'memory' or frames):
+    tf_agents = observe_tf_agents if frames else push_tf_agents
+    writers.append(('tf_agents', lambda: tf_agents(data, client), client))
   if source == 'memory':
-    tf_agents = push_tf_agents if shape == 'vector' else observe_tf_agents
-    writers += [('tf_agents', lambda: tf_agents(data, client))][
-        :int(with_tf_agents)]
     writers.append(('structured (pre-made rows)',
-                    lambda: push_raw_writer(episodes, client, spec)))
+                    lambda: push_raw_writer(episodes, client, spec), client))
+  if pre_made:
+    writers.append(('chunked (pre-made rows)', lambda: push_chunked_writer(
+        episodes, client, lengths_of_chunks), client))
   writers += [
-      ('chunked (pre-made rows)',
-       lambda: push_chunked_writer(episodes, client, lengths)),
-      ('rlds_reverb.push, stop', lambda: push_rlds_reverb(data, client)),
-      ('rlds_reverb.push (default)',
-       lambda: push_rlds_reverb(data, client, 'raise')),
+      (STOP, lambda: push_rlds_reverb(data, client), client),
+      (DEFAULT, lambda: push_rlds_reverb(data, client, 'raise'), client),
   ]
-  rates = measure(writers, client, expected_items, repeats)
-  server.stop()
+  if frames:
+    encoded = common.ServerProcess(TABLE, common.encoded_signature(
+        spec, common.image_format_of(shape)), 10**7)
+    servers.append(encoded)
+    push_rlds_reverb(data, encoded.client, images='encoded')  # Warm up.
+    writers.append((ENCODED_STOP, lambda: push_rlds_reverb(
+        data, encoded.client, images='encoded'), encoded.client))
+    if source == 'tfds':
+      writers.append((ENCODED_DEFAULT, lambda: push_rlds_reverb(
+          data, encoded.client, 'raise', images='encoded'), encoded.client))
+  rates = measure(writers, expected_items, repeats)
+  for each in servers:
+    each.stop()
   label = {'memory': 'in memory (from_tensor_slices)',
-           'tfds': 'a TFDS directory (4 record files) read by load()'}[source]
-  print(f'\n{shape}, {label}: {num_episodes} episodes x {num_steps} steps; '
-        f'chunk lengths {lengths}; items of 2 steps, stride 1; median of '
-        f'{repeats} interleaved rounds')
+           'tfds': 'a TFDS directory read by load()'}[source]
+  print(f'\n{shape}, {label}: {len(lengths)} episodes, {sum(lengths)} steps; '
+        f'chunk lengths {lengths_of_chunks}; items of 2 steps, stride 1; '
+        f'median of {repeats} interleaved rounds')
   for name, values in rates.items():
-    print(f'{name:29s} {statistics.median(values):10,.0f} items/s')
-  for ours_name in ('rlds_reverb.push, stop', 'rlds_reverb.push (default)'):
+    print(f'{name:34s} {statistics.median(values):10,.0f} items/s')
+  for ours_name in (STOP, DEFAULT):
     for name in ('tf_agents', 'structured (pre-made rows)',
                  'chunked (pre-made rows)'):
       if name in rates:
         print_ratio(ours_name, name, rates)
+  for encoded_name, raw_name in ((ENCODED_STOP, STOP),
+                                 (ENCODED_DEFAULT, DEFAULT)):
+    for name in (raw_name, 'tf_agents'):
+      if encoded_name in rates and name in rates:
+        print_ratio(encoded_name, name, rates)
   if source == 'tfds':
     print_read_costs(data, repeats)
+
+
+STOP = 'rlds_reverb.push, stop'
+DEFAULT = 'rlds_reverb.push (default)'
+ENCODED_STOP = 'rlds_reverb.push encoded, stop'
+ENCODED_DEFAULT = 'rlds_reverb.push encoded (default)'
 
 
 def print_ratio(ours: str, reference: str, rates) -> None:
@@ -317,7 +366,7 @@ def main():
   parser.add_argument('--source', nargs='+', default=['tfds', 'memory'],
                       choices=['tfds', 'memory'])
   parser.add_argument('--shape', nargs='+', default=['vector', 'image'],
-                      choices=['vector', 'image'])
+                      choices=['vector', 'image'] + list(ATARI))
   parser.add_argument('--steps', type=int, default=1000,
                       help='steps per episode of the RSS runs')
   parser.add_argument('--repeats', type=int, default=3)
@@ -326,17 +375,23 @@ def main():
                       '150 vector from TFDS, 50 in memory, 20 image)')
   parser.add_argument('--skip-tf-agents', action='store_true')
   parser.add_argument('--skip-rss', action='store_true')
+  parser.add_argument('--quick', action='store_true',
+                      help='tiny sizes, 1 round, no RSS runs: does it run')
   parser.add_argument('--rss-child', type=int, help=argparse.SUPPRESS)
   args = parser.parse_args()
   if args.rss_child:
     rss_child(args.rss_child, args.steps)
     return
+  if args.quick:
+    args.repeats, args.skip_rss = 1, True
   print(f'machine: {common.machine()}')
   with tempfile.TemporaryDirectory(prefix='push_throughput_') as data_dir:
     for source in args.source:
       for shape in args.shape:
+        if source == 'memory' and shape in ATARI:
+          continue  # Atari frames come from TFDS directories only.
         measure_shape(source, shape, args.repeats, args.episodes,
-                      not args.skip_tf_agents, data_dir)
+                      not args.skip_tf_agents, data_dir, args.quick)
   server = make_server(rlds_reverb.create_trajectory_data_spec(
       common.in_memory_rlds(1, 10)))
   fixed_seconds = fixed_cost(reverb.Client(f'localhost:{server.port}'),

@@ -92,13 +92,6 @@ def write_dataset(root: str, num_episodes: int) -> str:
   return str(builder.data_dir)
 
 
-def cpu_seconds(pid: int) -> float:
-  """User + system CPU seconds of a process, from /proc."""
-  with open(f'/proc/{pid}/stat') as f:
-    fields = f.read().rsplit(')', 1)[1].split()
-  return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
-
-
 def rss_bytes(pid: int) -> int:
   with open(f'/proc/{pid}/status') as f:
     for line in f:
@@ -189,9 +182,9 @@ def main() -> None:
       for _ in range(args.repeats):
         for mode in runs:
           client.reset(TABLE)
-          cpu_before = cpu_seconds(server.pid)
+          cpu_before = common.cpu_seconds(server.pid)
           wall, loader_cpu, summary = run_push(dataset, address, mode)
-          server_cpu = cpu_seconds(server.pid) - cpu_before
+          server_cpu = common.cpu_seconds(server.pid) - cpu_before
           size = client.server_info(timeout=30)[TABLE].current_size
           if size != summary['items']:
             raise RuntimeError(f'table has {size} items, push confirmed '
