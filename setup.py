@@ -36,8 +36,9 @@ setuptools.setup(
     install_requires=INSTALL_REQUIRES,
     extras_require={
         # The tests run inspect --plot, in two processes (pytest-xdist).
+        # and reads back the Atari frames of benchmarks/ale_frames.py (3 MB).
         'test': ['pytest>=7', 'pytest-xdist==3.6.1',
-                 'matplotlib>=3.7,<3.10'],
+                 'matplotlib>=3.7,<3.10', 'ale-py==0.12.1'],
         'plot': ['matplotlib>=3.7,<3.10'],
         # EnvLogger 1.2 (1.3 needs glibc 2.38): scripts/make_cartpole_dataset.py
         # and the benchmarks comparing with it. RldsRecorder does not use it.

@@ -34,6 +34,17 @@ SKIPPED = {
     ('docs/scaling.md', 'rlds-reverb push --dataset gs://BUCKET/tfds/NAME/1.0.0 --table replay \\'),
     ('docs/development.md', 'python -m pytest -q -n 2 tests'),
     ('docs/development.md', 'pip install ".[docs]" && mkdocs build --strict'),
+    ('docs/encoded_images_performance.md', 'pip install ".[bench]"'),
+    ('docs/encoded_images_performance.md',
+     "import sys; sys.path.insert(0, 'benchmarks')"),
+    ('docs/encoded_images_performance.md',
+     'python benchmarks/server_memory.py --shape image synthetic_png \\'),
+    ('docs/encoded_images_performance.md',
+     'python benchmarks/push_throughput.py --source tfds --shape image \\'),
+    ('docs/encoded_images_performance.md',
+     'python benchmarks/sample_throughput.py --repeats 3'),
+    ('docs/encoded_images_performance.md',
+     'pip install ".[bench]"'),
 }
 
 
