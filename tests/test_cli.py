@@ -236,6 +236,11 @@ class TestPush:
       table, data = line.split(', data has ')
       assert 'dtype=tf.float64' in table and 'dtype=tf.float32' in data, line
 
+  # Slow tier: three processes. The default tier checks a line per field in
+  # test_signature_mismatch_has_a_line_per_field and each worker's failure in
+  # its shard's part of the line in
+  # test_shards.test_workers_report_each_failed_shard.
+  @pytest.mark.slow
   def test_workers_keep_each_shards_field_lines(self, dirs, server):
     result = run_cli('push', '--dataset', dirs['clean'],
                      '--server', reverb_tables.address(server),
@@ -327,7 +332,10 @@ def test_demo_on_the_bundled_dataset():
   assert '[reverb/cc' not in result.stderr
 
 
-@pytest.mark.parametrize('log_level', [None, '0', '2'])
+# '2' is slow tier: None (unset) and '0' (TensorFlow's loudest) are the
+# default tier's cases of the same check.
+@pytest.mark.parametrize('log_level', [
+    None, '0', pytest.param('2', marks=pytest.mark.slow)])
 def test_failure_stderr_is_our_line_whatever_tf_log_level(tmp_path, log_level):
   """TensorFlow prints at import unless its level is 3; we set it, always."""
   env = {k: v for k, v in os.environ.items() if k != 'TF_CPP_MIN_LOG_LEVEL'}
@@ -350,9 +358,12 @@ def test_debug_shows_tensorflow_logs_and_the_traceback(tmp_path):
       f'rlds-reverb: error: {tmp_path}/nowhere: no such directory.')
 
 
+# The 'inspect' case is slow tier: a closed stdout ends every command in
+# `cli.main` alike, checked in the default tier with 'validate'.
 @pytest.mark.parametrize('args, closed', [
     (['validate', '--dataset', 'CLEAN'], 'stdout'),
-    (['inspect', '--dataset', 'CLEAN', '--json'], 'stdout'),
+    pytest.param(['inspect', '--dataset', 'CLEAN', '--json'], 'stdout',
+                 marks=pytest.mark.slow),
     (['validate', '--dataset', 'NOWHERE'], 'stderr'),
 ])
 def test_closed_pipe_ends_quietly_with_141(dirs, tmp_path, args, closed):

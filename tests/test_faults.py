@@ -96,6 +96,11 @@ def test_server_killed_mid_push_fails_naming_confirmed_episodes(dirs, tmp_path):
   assert f'Progress is saved in {state_path}' in line
 
 
+# Slow tier: a crash test (two pushes of 30,000 steps). The default tier
+# resumes after an interruption mid-push without losing an episode in
+# test_ctrl_c_mid_push_says_what_was_confirmed_and_resumes, and from the state a
+# killed push leaves in test_checked_push's resume tests.
+@pytest.mark.slow
 def test_killed_push_resumes_without_losing_an_episode(dirs, tmp_path):
   """SIGKILL mid-push, run again: every item there, repeats bounded."""
   state_path = tmp_path / 'state.json'
@@ -173,7 +178,10 @@ def test_too_small_table_warns_before_writing(dirs, limited_server):
 
 
 @pytest.mark.parametrize('table, limiter, headroom', [
-    ('queue', 'Queue(3)', 3),
+    # Slow tier: the Queue's warning, size and failure are checked in the
+    # default tier by test_capacity_warnings_say_what_the_table_does[queue];
+    # the error line naming the limiter by the 'ratio' case here.
+    pytest.param('queue', 'Queue(3)', 3, marks=pytest.mark.slow),
     ('ratio', 'SampleToInsertRatio(samples_per_insert=2, min_size_to_sample=1, '
               'min_diff=-4, max_diff=8)', 4),
 ])
@@ -260,7 +268,11 @@ def _interrupt_blocked_push(dataset: str, *args) -> str:
   return stderr
 
 
-@pytest.mark.parametrize('data', ['clean', 'long'])
+# 'long' is slow tier: a push interrupted mid-episode while blocked is in the
+# default tier in test_ctrl_c_with_workers_interrupts_each_and_says_what_it_
+# confirmed (the same data, each worker blocked by the full queue).
+@pytest.mark.parametrize('data', ['clean',
+                                  pytest.param('long', marks=pytest.mark.slow)])
 def test_ctrl_c_while_a_rate_limiter_blocks_ends_the_push(dirs, data):
   """At the push's end ('clean', confirming) or mid-episode ('long',
   flushing)."""

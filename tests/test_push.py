@@ -152,7 +152,10 @@ STRIDES = (1, 2, 3)
 MODES = (EOE.DROP, EOE.PAD, EOE.TILE)
 
 
-@pytest.mark.parametrize('sequence_length', [2, 3, 5])
+# 5 is slow tier: 2 (the default) and 3 (items longer than a transition)
+# are the default tier's cases.
+@pytest.mark.parametrize('sequence_length', [
+    2, 3, pytest.param(5, marks=pytest.mark.slow)])
 def test_trajectory_observer_items_match_tf_agents(make_server,
                                                    sequence_length):
   seed = 10 + sequence_length

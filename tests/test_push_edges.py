@@ -31,6 +31,12 @@ def _size(server_or_address, table='a'):
   return reverb_tables.table_size(client, table)
 
 
+# Slow tier: two `serve` processes and three pushes. The default tier checks
+# the same refusal, word for word, and resume_anyway continuing, in Python:
+# test_checked_push.test_resume_refuses_tables_that_lost_what_was_confirmed;
+# the command's resume path and its 'is complete' note in
+# test_faults.test_running_a_complete_push_again_writes_nothing.
+@pytest.mark.slow
 def test_resume_into_a_restarted_empty_server_is_refused(dirs, tmp_path):
   """The server restarted without a checkpoint: the confirmed items are gone,
   and resuming would leave them out. Refused; --resume-anyway continues."""
@@ -114,7 +120,11 @@ def cut_dir(tmp_path_factory):
   return directory, cut_short(directory)
 
 
-@pytest.mark.parametrize('command', ['validate', 'inspect', 'push'])
+# 'validate' and 'inspect' are slow tier: the three commands read through the
+# same `load`, whose error the default tier checks through 'push'.
+@pytest.mark.parametrize('command', [
+    pytest.param('validate', marks=pytest.mark.slow),
+    pytest.param('inspect', marks=pytest.mark.slow), 'push'])
 def test_a_cut_record_file_is_named_with_its_offset(cut_dir, empty_server,
                                                     command):
   directory, records = cut_dir

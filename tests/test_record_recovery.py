@@ -9,6 +9,8 @@ recorder left unclosed with a torn record, run as users run it.
 import json
 import os
 
+import pytest
+
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
 from benchmarks import record_crash  # pylint: disable=g-import-not-at-top
@@ -19,6 +21,11 @@ from tests.test_cli import run_cli  # pylint: disable=g-import-not-at-top
 CI_ROUNDS = int(os.environ.get('RLDS_REVERB_RECORD_CRASH_ROUNDS', '3'))
 
 
+# Slow tier: a crash test (recorders killed at random points, several
+# rounds). The default tier recovers a crashed recording's open shards and torn
+# records in test_recover_command_registers_open_shards_and_cuts_torn_records,
+# and test_tfds_out_recovery's tests cut a torn record at any offset.
+@pytest.mark.slow
 def test_sigkilled_recorders_lose_no_finished_episode(tmp_path):
   summary = record_crash.run(rounds=CI_ROUNDS, seed=3, directory=tmp_path)
   rounds = summary['per_round']

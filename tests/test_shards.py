@@ -110,6 +110,12 @@ def test_workers_report_each_failed_shard(dataset_dir, server):
   assert "no table 'missing'" in line and 'shard 1/2:' in line
 
 
+# Slow tier: two runs of 2 worker processes. `push_shards` and `--workers`
+# run the same `rlds_reverb.parallel`: the default tier checks it pushes every
+# shard in test_workers_push_every_shard_into_one_table, reports each failed
+# shard in test_workers_report_each_failed_shard, and `push_shards` from
+# Python in test_push_shards_run_the_checked_push_into_each_server.
+@pytest.mark.slow
 def test_push_shards_from_python(dataset_dir, server):
   result = rlds_reverb.push_shards(
       dataset_dir, reverb_tables.address(server), 'a', workers=2,
