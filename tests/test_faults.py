@@ -76,6 +76,12 @@ def test_unreachable_server_fails_within_timeout_naming_it(dirs,
   assert f'No Reverb server answered at {silent_address} within 2 s' in line
 
 
+# Slow tier: a crash test. A push whose server stops confirming fails after
+# --timeout, naming the table, in the default tier's
+# test_blocking_rate_limiter_warns_then_fails_after_timeout[ratio] (the same
+# flush deadline), and says what was confirmed and where progress is saved in
+# test_ctrl_c_mid_push_says_what_was_confirmed_and_resumes.
+@pytest.mark.slow
 def test_server_killed_mid_push_fails_naming_confirmed_episodes(dirs, tmp_path):
   state_path = tmp_path / 'state.json'
   with ServerProcess([{'name': 'replay', 'kind': 'fifo',
@@ -165,6 +171,11 @@ def limited_server(dirs):
     yield server
 
 
+# Slow tier: the same warning, word for word, with the table's size after the
+# push, is the default tier's test_checked_push.test_capacity_problems_are_
+# warnings; the command prints capacity warnings in test_capacity_warnings_say_
+# what_the_table_does.
+@pytest.mark.slow
 def test_too_small_table_warns_before_writing(dirs, limited_server):
   result = run_cli('push', '--dataset', dirs['clean'], '--server',
                    limited_server.address, '--table', 'small', '--json')
@@ -303,6 +314,15 @@ def _write_stepless(root) -> str:
   return str(builder.data_dir)
 
 
+# Slow tier: four command runs against a server process. The default tier
+# has each error as one line: a cut record file (test_push_edges.test_a_cut_
+# record_file_is_named_with_its_offset[push]), no steps (test_push_edges.
+# test_a_dataset_that_is_not_rlds_is_named_with_what_it_holds), a signature
+# mismatch (test_cli.TestPush.test_signature_mismatch_has_a_line_per_field), no
+# directory (test_cli.TestValidate.test_unknown_dataset_is_one_line_exit_2);
+# and a corrupt record writes nothing (test_checked_push.test_corrupt_record_
+# is_a_read_error_and_writes_nothing).
+@pytest.mark.slow
 def test_bad_input_is_one_line_and_writes_nothing(dirs, tmp_path):
   corrupt = write_tfds(tmp_path / 'corrupt', 'clean_rlds', CLEAN)
   corrupt_second_record(corrupt)
