@@ -16,7 +16,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 from benchmarks import record_crash  # pylint: disable=g-import-not-at-top
 from rlds_reverb import cli  # pylint: disable=g-import-not-at-top
 from tests import rlds_dirs  # pylint: disable=g-import-not-at-top
-from tests.test_cli import run_cli  # pylint: disable=g-import-not-at-top
+from tests.test_cli import run_cli_here  # pylint: disable=g-import-not-at-top
 
 CI_ROUNDS = int(os.environ.get('RLDS_REVERB_RECORD_CRASH_ROUNDS', '3'))
 
@@ -56,7 +56,7 @@ def test_recover_command_registers_open_shards_and_cuts_torn_records(
   torn = unclosed_recording(killed, episodes=4)
   record_crash.record(str(clean), episodes=2)
   before = rlds_dirs.files_bytes(clean)
-  result = run_cli('recover', killed, clean, '--json')
+  result = run_cli_here('recover', killed, clean, '--json')
   assert result.returncode == 0, result.stderr
   killed_result, clean_result = json.loads(result.stdout)
   assert killed_result == {
