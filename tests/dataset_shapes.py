@@ -14,20 +14,21 @@ directory and the numpy episodes written, to compare what comes back with.
 TFDS stores float64 tensors as 32-bit floats in its records (tf.train.Example
 has no float64), so float64 leaves here hold float32 values: what is written
 is exactly what TFDS gives back.
-`ATARI_LONG_EPISODE` is 27,000 steps when RLDS_REVERB_FULL_SHAPES=1 is set,
-else 2,700 (the test suite's size).
+`ATARI_LONG_EPISODE` is 2,700 steps (the default test tier's size);
+`write(..., lengths=...)` gives other lengths, as the slow tier's Atari shape
+with a 27,000-step episode (`ATARI_FULL_EPISODE`, a full game's length).
 """
 
 import os
-from typing import Callable, Dict, List, NamedTuple, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 import tensorflow_datasets as tfds
 
 from tests import rlds_data
 
-ATARI_LONG_EPISODE = (
-    27_000 if os.environ.get('RLDS_REVERB_FULL_SHAPES') == '1' else 2_700)
+ATARI_LONG_EPISODE = 2_700
+ATARI_FULL_EPISODE = 27_000
 
 Episode = Dict[str, object]  # 'steps': {field: [T, ...]}, plus metadata.
 
@@ -199,10 +200,13 @@ SHAPES = {
 }
 
 
-def write(name: str, data_dir: str) -> Tuple[str, List[Episode]]:
-  """Writes shape `name` as a TFDS directory; (its path, the episodes)."""
+def write(name: str, data_dir: str, lengths: Optional[Tuple[int, ...]] = None
+          ) -> Tuple[str, List[Episode]]:
+  """Writes shape `name` as a TFDS directory, its episodes of `lengths` (the
+  shape's own by default); (its path, the episodes)."""
   shape = SHAPES[name]
-  episodes = [shape.episode(n, seed) for seed, n in enumerate(shape.lengths)]
+  episodes = [shape.episode(n, seed)
+              for seed, n in enumerate(lengths or shape.lengths)]
   builder = tfds.dataset_builders.store_as_tfds_dataset(
       name, '1.0.0', shape.features(), {'train': list(enumerate(episodes))},
       data_dir=data_dir, disable_shuffling=True)

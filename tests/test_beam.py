@@ -112,7 +112,10 @@ def _key(element):
 @pytest.mark.parametrize('split, per_file, parts, episodes', [
     ('train', 1, NUM_FILES, slice(None)),
     ('train', None, read.MIN_PARTS, slice(None)),
-    ('train', 3, 3 * NUM_FILES, slice(None)),
+    # Slow tier: pieces of files are read in the default tier by the
+    # 'train[2:14]' case (2 a file).
+    pytest.param('train', 3, 3 * NUM_FILES, slice(None),
+                 marks=pytest.mark.slow),
     ('train[2:14]', 2, 2 * NUM_FILES, slice(2, 14)),
 ])
 def test_read_episodes_gives_the_episodes_and_positions_of_load(
@@ -129,6 +132,12 @@ def test_read_episodes_gives_the_episodes_and_positions_of_load(
     beam_testing.assert_that(keys, beam_testing.equal_to(expected))
 
 
+# Slow tier: a scale-out run (Beam's DirectRunner starting 2 worker
+# processes). The default tier runs the same pipeline in-process in
+# test_episode_i_goes_to_server_i_mod_s and
+# test_retried_bundle_loses_nothing_and_repeats_only_that_bundle, and the
+# command's Beam path in test_runner_failures_are_one_line_on_the_command_line.
+@pytest.mark.slow
 def test_two_worker_processes_write_what_one_push_writes(dirs):
   """`push --runner DirectRunner` on 2 processes vs one `rlds_reverb.push`."""
   with ServerProcess([{'name': name, 'kind': 'fifo',

@@ -301,17 +301,17 @@ def frames_dir(tmp_path_factory):
 
 
 def test_cli_chunk_lengths_reach_the_server(frames_dir, tmp_path):
-  from tests.test_cli import run_cli  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from tests.test_cli import run_cli_here  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   data = frames_data((12, 8, 10))
   server = reverb.Server(
       [reverb_tables.fifo_table('t', signature_of(data))],
       checkpointer=reverb.checkpointers.DefaultCheckpointer(
           str(tmp_path / 'checkpoints')))
   try:
-    result = run_cli('push', '--dataset', frames_dir, '--server',
-                     reverb_tables.address(server), '--table', 't',
-                     '--chunk-length', '8', '--chunk-length',
-                     'observation/frame=3', '--json')
+    result = run_cli_here('push', '--dataset', frames_dir, '--server',
+                          reverb_tables.address(server), '--table', 't',
+                          '--chunk-length', '8', '--chunk-length',
+                          'observation/frame=3', '--json')
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)['items'] == 27
     stored = stored_chunk_lengths(server, str(tmp_path / 'checkpoints'), 't')
@@ -333,9 +333,9 @@ def test_cli_chunk_lengths_reach_the_server(frames_dir, tmp_path):
      'observation/state, action, next_step_type, reward, discount.'),
 ])
 def test_cli_bad_chunk_length_is_one_line_exit_2(frames_dir, value, message):
-  from tests.test_cli import run_cli  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  result = run_cli('push', '--dataset', frames_dir, '--server',
-                   'localhost:1', '--table', 't', '--chunk-length', value)
+  from tests.test_cli import run_cli_here  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  result = run_cli_here('push', '--dataset', frames_dir, '--server',
+                        'localhost:1', '--table', 't', '--chunk-length', value)
   assert result.returncode == 2
   errors = [line for line in result.stderr.splitlines() if 'error:' in line]
   assert len(errors) == 1

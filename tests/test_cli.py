@@ -11,6 +11,7 @@ import pathlib
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 
 import numpy as np
@@ -34,6 +35,52 @@ def run_cli(*args, env=None, timeout=HANG_GUARD_S):
       [sys.executable, '-m', 'rlds_reverb', *map(str, args)],
       capture_output=True, text=True, timeout=timeout,
       env=env if env is not None else os.environ.copy())
+
+
+def run_cli_here(*args) -> subprocess.CompletedProcess:
+  """`run_cli` in this process: `cli.main(args)` with file descriptors 1 and 2
+  captured, Python's writes and native ones (Reverb, TensorFlow) alike.
+
+  For checks of a command's output and exit code: it saves a Python and
+  TensorFlow start-up (~4 s of CPU) a run. What only a process shows (the
+  exit status through `python -m rlds_reverb`, TensorFlow's import-time logs
+  at any level, signals, closed pipes, a clean stderr at exit) is checked by
+  the tests that run the command with `run_cli`.
+  """
+  argv = list(map(str, args))
+  with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    streams = sys.stdout, sys.stderr
+    saved = os.dup(1), os.dup(2)
+    os.dup2(out.fileno(), 1)
+    os.dup2(err.fileno(), 2)
+    sys.stdout = open(os.dup(1), 'w', buffering=1, encoding='utf-8')
+    sys.stderr = open(os.dup(2), 'w', buffering=1, encoding='utf-8')
+    try:
+      code = _exit_code(cli.main, argv)
+    finally:
+      for stream in (sys.stdout, sys.stderr):
+        stream.close()
+      sys.stdout, sys.stderr = streams
+      for fd, copy in zip((1, 2), saved):
+        os.dup2(copy, fd)
+        os.close(copy)
+    out.seek(0)
+    err.seek(0)
+    return subprocess.CompletedProcess(argv, code, out.read().decode(),
+                                       err.read().decode())
+
+
+def _exit_code(main, argv) -> int:
+  """`main(argv)`'s return, or its SystemExit's code as a process's status."""
+  try:
+    return main(argv)
+  except SystemExit as e:  # argparse: usage errors, --help.
+    if e.code is None or isinstance(e.code, int):
+      return e.code or 0
+    print(e.code, file=sys.stderr)
+    return 1
 
 
 def error_lines(stderr: str):
@@ -131,7 +178,7 @@ def empty_server(server):
 class TestValidate:
 
   def test_json_lists_every_problem(self, dirs):
-    result = run_cli('validate', '--dataset', dirs['mixed'], '--json')
+    result = run_cli_here('validate', '--dataset', dirs['mixed'], '--json')
     assert result.returncode == 1, result.stderr
     report = json.loads(result.stdout)
     assert report['episodes'] == 5
@@ -146,12 +193,12 @@ class TestValidate:
     assert 'Traceback' not in result.stderr
 
   def test_clean_dataset_exits_0(self, dirs):
-    result = run_cli('validate', '--dataset', dirs['clean'])
+    result = run_cli_here('validate', '--dataset', dirs['clean'])
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-1] == '3 episodes, 9 steps: no problems'
 
   def test_text_names_each_problem_and_counts_in_words(self, dirs):
-    result = run_cli('validate', '--dataset', dirs['mixed'])
+    result = run_cli_here('validate', '--dataset', dirs['mixed'])
     assert result.returncode == 1, result.stderr
     assert result.stdout.splitlines() == [
         'episode 2, step 1: terminal_not_last: Terminal step must be the last '
@@ -163,7 +210,7 @@ class TestValidate:
     ]
 
   def test_unknown_dataset_is_one_line_exit_2(self, tmp_path):
-    result = run_cli('validate', '--dataset', tmp_path / 'nowhere')
+    result = run_cli_here('validate', '--dataset', tmp_path / 'nowhere')
     assert result.returncode == 2
     assert 'Traceback' not in result.stderr
     assert len(error_lines(result.stderr)) == 1
@@ -175,9 +222,9 @@ class TestValidate:
 class TestPush:
 
   def test_two_tables_json(self, dirs, empty_server):
-    result = run_cli('push', '--dataset', dirs['clean'],
-                     '--server', reverb_tables.address(empty_server),
-                     '--table', 'a', '--table', 'b', '--json')
+    result = run_cli_here('push', '--dataset', dirs['clean'],
+                          '--server', reverb_tables.address(empty_server),
+                          '--table', 'a', '--table', 'b', '--json')
     assert result.returncode == 0, result.stderr
     counts = json.loads(result.stdout)
     assert set(counts) == {'episodes', 'trajectories', 'items',
@@ -194,9 +241,9 @@ class TestPush:
             reverb_tables.observation_pairs(CLEAN))
 
   def test_skip_drops_malformed_and_flagged_episodes(self, dirs, empty_server):
-    result = run_cli('push', '--dataset', dirs['mixed'],
-                     '--server', reverb_tables.address(empty_server),
-                     '--table', 'a', '--on-invalid', 'skip', '--json')
+    result = run_cli_here('push', '--dataset', dirs['mixed'],
+                          '--server', reverb_tables.address(empty_server),
+                          '--table', 'a', '--on-invalid', 'skip', '--json')
     assert result.returncode == 0, result.stderr
     counts = json.loads(result.stdout)
     assert (counts['episodes'], counts['trajectories'], counts['items'],
@@ -209,9 +256,9 @@ class TestPush:
 
   def test_malformed_episode_fails_before_writing(self, dirs, empty_server):
     """The dataset is checked whole first: the error names episode 2."""
-    result = run_cli('push', '--dataset', dirs['mixed'],
-                     '--server', reverb_tables.address(empty_server),
-                     '--table', 'a')
+    result = run_cli_here('push', '--dataset', dirs['mixed'],
+                          '--server', reverb_tables.address(empty_server),
+                          '--table', 'a')
     assert result.returncode == 1
     assert 'Traceback' not in result.stderr
     [line] = error_lines(result.stderr)
@@ -222,9 +269,9 @@ class TestPush:
     assert client.server_info(timeout=10)['a'].current_size == 0
 
   def test_signature_mismatch_has_a_line_per_field(self, dirs, server):
-    result = run_cli('push', '--dataset', dirs['clean'],
-                     '--server', reverb_tables.address(server),
-                     '--table', 'f64')
+    result = run_cli_here('push', '--dataset', dirs['clean'],
+                          '--server', reverb_tables.address(server),
+                          '--table', 'f64')
     assert result.returncode == 1
     first, *fields = result.stderr.splitlines()
     assert first == ('rlds-reverb: error: Replay buffer table signature spec '
@@ -236,6 +283,11 @@ class TestPush:
       table, data = line.split(', data has ')
       assert 'dtype=tf.float64' in table and 'dtype=tf.float32' in data, line
 
+  # Slow tier: three processes. The default tier checks a line per field in
+  # test_signature_mismatch_has_a_line_per_field and each worker's failure in
+  # its shard's part of the line in
+  # test_shards.test_workers_report_each_failed_shard.
+  @pytest.mark.slow
   def test_workers_keep_each_shards_field_lines(self, dirs, server):
     result = run_cli('push', '--dataset', dirs['clean'],
                      '--server', reverb_tables.address(server),
@@ -252,17 +304,17 @@ class TestPush:
 
   def test_one_episode_reads_in_the_singular(self, tmp_path, empty_server):
     one = write_tfds(tmp_path, 'one_rlds', [_episode(2, 20)])
-    validated = run_cli('validate', '--dataset', one)
+    validated = run_cli_here('validate', '--dataset', one)
     assert validated.stdout == '1 episode, 2 steps: no problems\n'
-    pushed = run_cli('push', '--dataset', one, '--server',
-                     reverb_tables.address(empty_server), '--table', 'a')
+    pushed = run_cli_here('push', '--dataset', one, '--server',
+                          reverb_tables.address(empty_server), '--table', 'a')
     assert pushed.returncode == 0, pushed.stderr
     assert pushed.stdout.startswith('pushed 1 episode, 2 steps, 1 item in ')
     assert pushed.stdout.endswith('; skipped 0 episodes\n')
 
   def test_dead_server_fails_in_one_line(self, dirs, silent_address):
-    result = run_cli('push', '--dataset', dirs['clean'], '--server',
-                     silent_address, '--table', 'a', '--timeout', '1')
+    result = run_cli_here('push', '--dataset', dirs['clean'], '--server',
+                          silent_address, '--table', 'a', '--timeout', '1')
     assert result.returncode == 1
     assert 'Traceback' not in result.stderr
     [line] = error_lines(result.stderr)
@@ -327,7 +379,10 @@ def test_demo_on_the_bundled_dataset():
   assert '[reverb/cc' not in result.stderr
 
 
-@pytest.mark.parametrize('log_level', [None, '0', '2'])
+# '2' is slow tier: None (unset) and '0' (TensorFlow's loudest) are the
+# default tier's cases of the same check.
+@pytest.mark.parametrize('log_level', [
+    None, '0', pytest.param('2', marks=pytest.mark.slow)])
 def test_failure_stderr_is_our_line_whatever_tf_log_level(tmp_path, log_level):
   """TensorFlow prints at import unless its level is 3; we set it, always."""
   env = {k: v for k, v in os.environ.items() if k != 'TF_CPP_MIN_LOG_LEVEL'}
@@ -350,9 +405,12 @@ def test_debug_shows_tensorflow_logs_and_the_traceback(tmp_path):
       f'rlds-reverb: error: {tmp_path}/nowhere: no such directory.')
 
 
+# The 'inspect' case is slow tier: a closed stdout ends every command in
+# `cli.main` alike, checked in the default tier with 'validate'.
 @pytest.mark.parametrize('args, closed', [
     (['validate', '--dataset', 'CLEAN'], 'stdout'),
-    (['inspect', '--dataset', 'CLEAN', '--json'], 'stdout'),
+    pytest.param(['inspect', '--dataset', 'CLEAN', '--json'], 'stdout',
+                 marks=pytest.mark.slow),
     (['validate', '--dataset', 'NOWHERE'], 'stderr'),
 ])
 def test_closed_pipe_ends_quietly_with_141(dirs, tmp_path, args, closed):

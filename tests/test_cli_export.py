@@ -20,7 +20,7 @@ import rlds_reverb  # pylint: disable=g-import-not-at-top
 from rlds_reverb import sources  # pylint: disable=g-import-not-at-top
 from tests import export_data  # pylint: disable=g-import-not-at-top
 from tests.test_cli import error_lines  # pylint: disable=g-import-not-at-top
-from tests.test_cli import run_cli  # pylint: disable=g-import-not-at-top
+from tests.test_cli import run_cli_here  # pylint: disable=g-import-not-at-top
 
 
 @pytest.fixture(scope='module')
@@ -41,8 +41,8 @@ def evicted(tmp_path_factory):
 
 
 def test_json_counts_what_came_back_and_what_did_not(evicted, tmp_path):
-  result = run_cli('export', '--checkpoint', evicted, '--table', 'replay',
-                   '--out', tmp_path / 'out', '--json')
+  result = run_cli_here('export', '--checkpoint', evicted, '--table', 'replay',
+                        '--out', tmp_path / 'out', '--json')
 
   assert result.returncode == 0, result.stderr
   report = json.loads(result.stdout)
@@ -56,8 +56,8 @@ def test_json_counts_what_came_back_and_what_did_not(evicted, tmp_path):
 
 
 def test_strict_loss_is_one_line_exit_1_nothing_written(evicted, tmp_path):
-  result = run_cli('export', '--checkpoint', evicted, '--table', 'replay',
-                   '--out', tmp_path / 'out', '--strict')
+  result = run_cli_here('export', '--checkpoint', evicted, '--table', 'replay',
+                        '--out', tmp_path / 'out', '--strict')
 
   assert result.returncode == 1
   [line] = error_lines(result.stderr)
@@ -74,8 +74,8 @@ def test_server_is_checkpointed_and_exported(tmp_path):
       [export_data.signed_table('replay', spec)], tmp_path / 'ckpt')
   pushed = rlds_reverb.push(data, f'localhost:{server.port}', 'replay')
 
-  result = run_cli('export', '--server', f'localhost:{server.port}',
-                   '--table', 'replay', '--out', tmp_path / 'out')
+  result = run_cli_here('export', '--server', f'localhost:{server.port}',
+                        '--table', 'replay', '--out', tmp_path / 'out')
 
   assert result.returncode == 0, result.stderr
   lines = result.stdout.splitlines()
@@ -129,8 +129,8 @@ def test_truncated_checkpoint_is_one_line_exit_2(evicted, tmp_path):
       data = data[:len(data) // 3]
     (directory / entry).write_bytes(data)
 
-  result = run_cli('export', '--checkpoint', directory, '--table', 'replay',
-                   '--out', tmp_path / 'out')
+  result = run_cli_here('export', '--checkpoint', directory, '--table',
+                        'replay', '--out', tmp_path / 'out')
 
   assert result.returncode == 2
   assert error_lines(result.stderr) == [

@@ -15,7 +15,7 @@ from tests import test_nstep
 from tests import test_serve
 from tests.test_cli import HANG_GUARD_S
 from tests.test_cli import error_lines
-from tests.test_cli import run_cli
+from tests.test_cli import run_cli_here
 from tests.test_cli import write_tfds
 
 TABLE = 'nstep'
@@ -50,8 +50,8 @@ def take_all(address: str):
 
 
 def test_push_n_step_writes_the_transitions(dataset, served):
-  pushed = run_cli('push', '--dataset', dataset, '--server', served,
-                   '--table', TABLE, '--n-step', '3', '--gamma', '0.9')
+  pushed = run_cli_here('push', '--dataset', dataset, '--server', served,
+                        '--table', TABLE, '--n-step', '3', '--gamma', '0.9')
   assert pushed.returncode == 0, pushed.stderr
   want = test_nstep.expected_transitions(EPISODES, 3, 0.9)
   assert pushed.stdout.startswith(
@@ -70,8 +70,8 @@ def test_push_n_step_writes_the_transitions(dataset, served):
 
 
 def test_trajectories_into_an_n_step_table_are_refused(dataset, served):
-  pushed = run_cli('push', '--dataset', dataset, '--server', served,
-                   '--table', TABLE)
+  pushed = run_cli_here('push', '--dataset', dataset, '--server', served,
+                        '--table', TABLE)
   assert pushed.returncode == 1
   [line] = error_lines(pushed.stderr)
   assert 'signature' in line

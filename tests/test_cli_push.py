@@ -13,7 +13,7 @@ import pytest
 from rlds_reverb import cli
 from tests.test_cli import HANG_GUARD_S
 from tests.test_cli import error_lines
-from tests.test_cli import run_cli
+from tests.test_cli import run_cli_here
 
 PUSH = ['push', '--dataset', 'bundled:cartpole', '--table', 'replay']
 
@@ -107,7 +107,7 @@ MALFORMED_SERVERS = {
 
 @pytest.mark.parametrize('server', MALFORMED_SERVERS)
 def test_malformed_server_is_a_usage_error(server):
-  result = run_cli(*PUSH, '--server', server, '--timeout', '3600')
+  result = run_cli_here(*PUSH, '--server', server, '--timeout', '3600')
   assert result.returncode == 2
   assert result.stderr.splitlines()[-1] == (
       f'rlds-reverb push: error: argument --server: address {server!r} is '
@@ -127,8 +127,8 @@ REFUSED_RUNS = {
                          ids=REFUSED_RUNS.keys())
 def test_refused_server_fails_at_once(extra, refused_address):
   """Not after --timeout (an hour here): nothing listens, that is certain."""
-  result = run_cli(*PUSH, '--server', refused_address, '--timeout', '3600',
-                   *extra)
+  result = run_cli_here(*PUSH, '--server', refused_address, '--timeout', '3600',
+                        *extra)
   assert result.returncode == 1, result.stderr
   assert error_lines(result.stderr) == [
       f'rlds-reverb: error: No Reverb server at {refused_address}: the '

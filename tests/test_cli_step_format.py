@@ -16,7 +16,7 @@ from rlds_reverb import specs
 from tests import reverb_tables
 from tests import rlds_data
 from tests.test_cli import error_lines
-from tests.test_cli import run_cli
+from tests.test_cli import run_cli_here
 
 NO_DISCOUNT_NOTE = ('steps/discount is missing: every discount is 1.0 (0 on a '
                     'terminal last step).')
@@ -69,11 +69,12 @@ def dirs(tmp_path_factory):
 
 
 def test_validate_notes_the_default_and_strict_refuses_it(dirs):
-  result = run_cli('validate', '--dataset', dirs['no_discount'])
+  result = run_cli_here('validate', '--dataset', dirs['no_discount'])
   assert result.returncode == 0, result.stderr
   assert result.stdout.splitlines() == [
       f'note: {NO_DISCOUNT_NOTE}', '3 episodes, 9 steps: no problems']
-  strict = run_cli('validate', '--dataset', dirs['no_discount'], '--strict')
+  strict = run_cli_here('validate', '--dataset', dirs['no_discount'],
+                        '--strict')
   assert strict.returncode == 2
   [line] = error_lines(strict.stderr)
   assert line == (f'rlds-reverb: error: no_discount:1.0.0 '
@@ -81,7 +82,7 @@ def test_validate_notes_the_default_and_strict_refuses_it(dirs):
 
 
 def test_inspect_json_has_the_stored_spec_and_the_notes(dirs):
-  result = run_cli('inspect', '--dataset', dirs['rwrl'], '--json')
+  result = run_cli_here('inspect', '--dataset', dirs['rwrl'], '--json')
   assert result.returncode == 0, result.stderr
   report = json.loads(result.stdout)
   assert report['notes'] == [RWRL_NOTE]
@@ -102,14 +103,14 @@ def server(dirs):
 
 def test_push_notes_the_default_and_strict_writes_nothing(dirs, server):
   address = reverb_tables.address(server)
-  strict = run_cli('push', '--dataset', dirs['no_discount'], '--server',
-                   address, '--table', 'a', '--strict')
+  strict = run_cli_here('push', '--dataset', dirs['no_discount'], '--server',
+                        address, '--table', 'a', '--strict')
   assert strict.returncode == 2
   assert MISSING_DISCOUNT in strict.stderr
   client = reverb.Client(address)
   assert reverb_tables.table_size(client, 'a') == 0
-  result = run_cli('push', '--dataset', dirs['no_discount'], '--server',
-                   address, '--table', 'a', '--json')
+  result = run_cli_here('push', '--dataset', dirs['no_discount'], '--server',
+                        address, '--table', 'a', '--json')
   assert result.returncode == 0, result.stderr
   assert f'rlds-reverb: note: {NO_DISCOUNT_NOTE}' in result.stderr.splitlines()
   summary = json.loads(result.stdout)

@@ -7,8 +7,8 @@ writes what TF-Agents' observer writes, the items sample back through
 `ReverbReplayBuffer` as pairs of consecutive source steps, and n-step
 transitions are all written.
 
-    python -m pytest -q tests/test_dataset_shapes.py                 # 2,700-step Atari episode
-    RLDS_REVERB_FULL_SHAPES=1 python -m pytest -q tests/test_dataset_shapes.py   # 27,000
+    python -m pytest -q tests/test_dataset_shapes.py            # 2,700-step Atari episode
+    python -m pytest -q -m slow tests/test_dataset_shapes.py    # 27,000 ('atari_full')
 """
 
 from typing import Dict, List, Tuple
@@ -34,11 +34,22 @@ from tests.test_push import take_all
 EOE = rlds_reverb.EndOfEpisode
 
 
-@pytest.fixture(scope='module', params=sorted(dataset_shapes.SHAPES))
+# 'atari_full' is slow tier: the Atari shape with a 27,000-step episode (a
+# full game). The default tier's 'atari' takes the same checks through a
+# 2,700-step episode among short ones.
+FULL_ATARI = 'atari_full'
+FULL_ATARI_LENGTHS = ((dataset_shapes.ATARI_FULL_EPISODE,) +
+                      dataset_shapes.SHAPES['atari'].lengths[1:])
+
+
+@pytest.fixture(scope='module', params=sorted(dataset_shapes.SHAPES) + [
+    pytest.param(FULL_ATARI, marks=pytest.mark.slow)])
 def shape(request, tmp_path_factory):
   """(name, the loaded dataset, the numpy episodes written)."""
+  name, lengths = ((request.param, None) if request.param != FULL_ATARI
+                   else ('atari', FULL_ATARI_LENGTHS))
   directory, episodes = dataset_shapes.write(
-      request.param, str(tmp_path_factory.mktemp(request.param)))
+      name, str(tmp_path_factory.mktemp(request.param)), lengths)
   return request.param, rlds_reverb.load(directory), episodes
 
 

@@ -35,6 +35,8 @@ SKIPPED = {
     ('docs/development.md', 'python -m pytest -q -n 2 tests'),
     ('docs/development.md', 'pip install ".[docs]" && mkdocs build --strict'),
     ('docs/encoded_images_performance.md', 'pip install ".[bench]"'),
+    ('docs/development_tiers.md', 'pip install ".[test]"'),
+    ('docs/development_tiers.md', 'python -m pytest -q tests/test_catalog.py'),
     ('docs/encoded_images_performance.md',
      "import sys; sys.path.insert(0, 'benchmarks')"),
     ('docs/encoded_images_performance.md',

@@ -76,6 +76,12 @@ def test_unreachable_server_fails_within_timeout_naming_it(dirs,
   assert f'No Reverb server answered at {silent_address} within 2 s' in line
 
 
+# Slow tier: a crash test. A push whose server stops confirming fails after
+# --timeout, naming the table, in the default tier's
+# test_blocking_rate_limiter_warns_then_fails_after_timeout[ratio] (the same
+# flush deadline), and says what was confirmed and where progress is saved in
+# test_ctrl_c_mid_push_says_what_was_confirmed_and_resumes.
+@pytest.mark.slow
 def test_server_killed_mid_push_fails_naming_confirmed_episodes(dirs, tmp_path):
   state_path = tmp_path / 'state.json'
   with ServerProcess([{'name': 'replay', 'kind': 'fifo',
@@ -96,6 +102,11 @@ def test_server_killed_mid_push_fails_naming_confirmed_episodes(dirs, tmp_path):
   assert f'Progress is saved in {state_path}' in line
 
 
+# Slow tier: a crash test (two pushes of 30,000 steps). The default tier
+# resumes after an interruption mid-push without losing an episode in
+# test_ctrl_c_mid_push_says_what_was_confirmed_and_resumes, and from the state a
+# killed push leaves in test_checked_push's resume tests.
+@pytest.mark.slow
 def test_killed_push_resumes_without_losing_an_episode(dirs, tmp_path):
   """SIGKILL mid-push, run again: every item there, repeats bounded."""
   state_path = tmp_path / 'state.json'
@@ -160,6 +171,11 @@ def limited_server(dirs):
     yield server
 
 
+# Slow tier: the same warning, word for word, with the table's size after the
+# push, is the default tier's test_checked_push.test_capacity_problems_are_
+# warnings; the command prints capacity warnings in test_capacity_warnings_say_
+# what_the_table_does.
+@pytest.mark.slow
 def test_too_small_table_warns_before_writing(dirs, limited_server):
   result = run_cli('push', '--dataset', dirs['clean'], '--server',
                    limited_server.address, '--table', 'small', '--json')
@@ -173,7 +189,10 @@ def test_too_small_table_warns_before_writing(dirs, limited_server):
 
 
 @pytest.mark.parametrize('table, limiter, headroom', [
-    ('queue', 'Queue(3)', 3),
+    # Slow tier: the Queue's warning, size and failure are checked in the
+    # default tier by test_capacity_warnings_say_what_the_table_does[queue];
+    # the error line naming the limiter by the 'ratio' case here.
+    pytest.param('queue', 'Queue(3)', 3, marks=pytest.mark.slow),
     ('ratio', 'SampleToInsertRatio(samples_per_insert=2, min_size_to_sample=1, '
               'min_diff=-4, max_diff=8)', 4),
 ])
@@ -260,7 +279,11 @@ def _interrupt_blocked_push(dataset: str, *args) -> str:
   return stderr
 
 
-@pytest.mark.parametrize('data', ['clean', 'long'])
+# 'long' is slow tier: a push interrupted mid-episode while blocked is in the
+# default tier in test_ctrl_c_with_workers_interrupts_each_and_says_what_it_
+# confirmed (the same data, each worker blocked by the full queue).
+@pytest.mark.parametrize('data', ['clean',
+                                  pytest.param('long', marks=pytest.mark.slow)])
 def test_ctrl_c_while_a_rate_limiter_blocks_ends_the_push(dirs, data):
   """At the push's end ('clean', confirming) or mid-episode ('long',
   flushing)."""
@@ -291,6 +314,15 @@ def _write_stepless(root) -> str:
   return str(builder.data_dir)
 
 
+# Slow tier: four command runs against a server process. The default tier
+# has each error as one line: a cut record file (test_push_edges.test_a_cut_
+# record_file_is_named_with_its_offset[push]), no steps (test_push_edges.
+# test_a_dataset_that_is_not_rlds_is_named_with_what_it_holds), a signature
+# mismatch (test_cli.TestPush.test_signature_mismatch_has_a_line_per_field), no
+# directory (test_cli.TestValidate.test_unknown_dataset_is_one_line_exit_2);
+# and a corrupt record writes nothing (test_checked_push.test_corrupt_record_
+# is_a_read_error_and_writes_nothing).
+@pytest.mark.slow
 def test_bad_input_is_one_line_and_writes_nothing(dirs, tmp_path):
   corrupt = write_tfds(tmp_path / 'corrupt', 'clean_rlds', CLEAN)
   corrupt_second_record(corrupt)

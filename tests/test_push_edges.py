@@ -21,6 +21,7 @@ from tests.test_cli import dirs  # pylint: disable=unused-import
 from tests.test_cli import empty_server  # pylint: disable=unused-import
 from tests.test_cli import error_lines
 from tests.test_cli import run_cli
+from tests.test_cli import run_cli_here
 from tests.test_cli import server  # pylint: disable=unused-import
 from tests.test_cli import write_tfds
 from tests.test_serve import Serve
@@ -31,6 +32,12 @@ def _size(server_or_address, table='a'):
   return reverb_tables.table_size(client, table)
 
 
+# Slow tier: two `serve` processes and three pushes. The default tier checks
+# the same refusal, word for word, and resume_anyway continuing, in Python:
+# test_checked_push.test_resume_refuses_tables_that_lost_what_was_confirmed;
+# the command's resume path and its 'is complete' note in
+# test_faults.test_running_a_complete_push_again_writes_nothing.
+@pytest.mark.slow
 def test_resume_into_a_restarted_empty_server_is_refused(dirs, tmp_path):
   """The server restarted without a checkpoint: the confirmed items are gone,
   and resuming would leave them out. Refused; --resume-anyway continues."""
@@ -79,8 +86,9 @@ def test_resume_into_a_restarted_empty_server_is_refused(dirs, tmp_path):
         'anyway_alone'])
 def test_what_cannot_be_right_is_refused_before_writing(dirs, empty_server,
                                                         args, message):
-  result = run_cli('push', '--dataset', dirs['clean'], '--server',
-                   reverb_tables.address(empty_server), '--table', 'a', *args)
+  result = run_cli_here('push', '--dataset', dirs['clean'], '--server',
+                        reverb_tables.address(empty_server), '--table', 'a',
+                        *args)
   assert result.returncode == 2, result.stderr
   assert result.stderr.strip().splitlines()[-1].endswith(message)
   assert 'Traceback' not in result.stderr
@@ -88,9 +96,9 @@ def test_what_cannot_be_right_is_refused_before_writing(dirs, empty_server,
 
 
 def test_episodes_shorter_than_an_item_are_warned_of(dirs, empty_server):
-  result = run_cli('push', '--dataset', dirs['clean'], '--server',
-                   reverb_tables.address(empty_server), '--table', 'a',
-                   '--sequence-length', '1000', '--json')
+  result = run_cli_here('push', '--dataset', dirs['clean'], '--server',
+                        reverb_tables.address(empty_server), '--table', 'a',
+                        '--sequence-length', '1000', '--json')
   assert result.returncode == 0, result.stderr
   assert result.stderr.splitlines() == [
       'rlds-reverb: warning: no episode gives an item: nothing will be '
@@ -114,13 +122,17 @@ def cut_dir(tmp_path_factory):
   return directory, cut_short(directory)
 
 
-@pytest.mark.parametrize('command', ['validate', 'inspect', 'push'])
+# 'validate' and 'inspect' are slow tier: the three commands read through the
+# same `load`, whose error the default tier checks through 'push'.
+@pytest.mark.parametrize('command', [
+    pytest.param('validate', marks=pytest.mark.slow),
+    pytest.param('inspect', marks=pytest.mark.slow), 'push'])
 def test_a_cut_record_file_is_named_with_its_offset(cut_dir, empty_server,
                                                     command):
   directory, records = cut_dir
   extra = (['--server', reverb_tables.address(empty_server), '--table', 'a']
            if command == 'push' else [])
-  result = run_cli(command, '--dataset', directory, *extra)
+  result = run_cli_here(command, '--dataset', directory, *extra)
   assert result.returncode == 2, result.stderr
   [line] = error_lines(result.stderr)
   size = records.stat().st_size
@@ -138,7 +150,7 @@ def test_a_dataset_that_is_not_rlds_is_named_with_what_it_holds(tmp_path):
       split_datasets={'train': [(0, {'image': np.zeros((4, 4, 3), np.uint8),
                                      'label': 1})]},
       data_dir=str(tmp_path), disable_shuffling=True)
-  result = run_cli('inspect', '--dataset', builder.data_dir)
+  result = run_cli_here('inspect', '--dataset', builder.data_dir)
   assert result.returncode == 2
   [line] = error_lines(result.stderr)
   assert line == (
@@ -161,8 +173,8 @@ def test_workers_say_it_in_the_commands_words(dirs, empty_server):
 def test_inspect_plot_to_an_unwritable_path_fails_before_reading(cut_dir):
   """The dataset is cut: had it been read, that would be the error."""
   directory, _ = cut_dir
-  result = run_cli('inspect', '--dataset', directory, '--plot',
-                   '/nonexistent/dir/plot.png')
+  result = run_cli_here('inspect', '--dataset', directory, '--plot',
+                        '/nonexistent/dir/plot.png')
   assert result.returncode == 2
   [line] = error_lines(result.stderr)
   assert line == ('rlds-reverb: error: cannot write the plot to '
@@ -174,7 +186,7 @@ def test_demo_names_the_episodes_the_push_skips(tmp_path):
   episodes = MIXED[:2] + [rlds_data.flat_episode(0, 9)] + MIXED[3:4]
   directory = write_tfds(tmp_path, 'skips_rlds', episodes,
                          [False, True, False, False])
-  result = run_cli('demo', '--dataset', directory)
+  result = run_cli_here('demo', '--dataset', directory)
   assert result.returncode == 0, result.stderr
   first = result.stdout.splitlines()[0]
   assert first.endswith(

@@ -9,16 +9,23 @@ recorder left unclosed with a torn record, run as users run it.
 import json
 import os
 
+import pytest
+
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
 from benchmarks import record_crash  # pylint: disable=g-import-not-at-top
 from rlds_reverb import cli  # pylint: disable=g-import-not-at-top
 from tests import rlds_dirs  # pylint: disable=g-import-not-at-top
-from tests.test_cli import run_cli  # pylint: disable=g-import-not-at-top
+from tests.test_cli import run_cli_here  # pylint: disable=g-import-not-at-top
 
 CI_ROUNDS = int(os.environ.get('RLDS_REVERB_RECORD_CRASH_ROUNDS', '3'))
 
 
+# Slow tier: a crash test (recorders killed at random points, several
+# rounds). The default tier recovers a crashed recording's open shards and torn
+# records in test_recover_command_registers_open_shards_and_cuts_torn_records,
+# and test_tfds_out_recovery's tests cut a torn record at any offset.
+@pytest.mark.slow
 def test_sigkilled_recorders_lose_no_finished_episode(tmp_path):
   summary = record_crash.run(rounds=CI_ROUNDS, seed=3, directory=tmp_path)
   rounds = summary['per_round']
@@ -49,7 +56,7 @@ def test_recover_command_registers_open_shards_and_cuts_torn_records(
   torn = unclosed_recording(killed, episodes=4)
   record_crash.record(str(clean), episodes=2)
   before = rlds_dirs.files_bytes(clean)
-  result = run_cli('recover', killed, clean, '--json')
+  result = run_cli_here('recover', killed, clean, '--json')
   assert result.returncode == 0, result.stderr
   killed_result, clean_result = json.loads(result.stdout)
   assert killed_result == {

@@ -14,7 +14,7 @@ import rlds_reverb
 from rlds_reverb import specs
 from tests import reverb_tables
 from tests import rlds_data
-from tests.test_cli import error_lines, run_cli, write_tfds
+from tests.test_cli import error_lines, run_cli, run_cli_here, write_tfds
 
 # 7 episodes of 2..8 steps: shards of 2 and 3 are uneven.
 EPISODES = [rlds_data.flat_episode(n, seed=200 + n) for n in range(2, 9)]
@@ -65,17 +65,17 @@ def test_shard_outside_the_count_is_an_error(dataset_dir):
                      match=r'Shard 2/2 does not exist: the index must '
                            r'be in 0..1'):
     rlds_reverb.load(dataset_dir, shard=(2, 2))
-  result = run_cli('push', '--dataset', dataset_dir, '--server', 'localhost:1',
-                   '--table', 'a', '--shard', '2/2')
+  result = run_cli_here('push', '--dataset', dataset_dir, '--server',
+                        'localhost:1', '--table', 'a', '--shard', '2/2')
   assert result.returncode == 2
   assert "argument --shard: must have N >= 1 and 0 <= I < N, got '2/2'" in (
       result.stderr)
 
 
 def test_one_shard_pushes_its_part_only(dataset_dir, server):
-  result = run_cli('push', '--dataset', dataset_dir, '--server',
-                   reverb_tables.address(server), '--table', 'a',
-                   '--shard', '0/2', '--json')
+  result = run_cli_here('push', '--dataset', dataset_dir, '--server',
+                        reverb_tables.address(server), '--table', 'a',
+                        '--shard', '0/2', '--json')
   assert result.returncode == 0, result.stderr
   first_half = EPISODES[:4]  # even_splits gives the remainder to the first.
   assert json.loads(result.stdout)['episodes'] == 4
@@ -110,6 +110,12 @@ def test_workers_report_each_failed_shard(dataset_dir, server):
   assert "no table 'missing'" in line and 'shard 1/2:' in line
 
 
+# Slow tier: two runs of 2 worker processes. `push_shards` and `--workers`
+# run the same `rlds_reverb.parallel`: the default tier checks it pushes every
+# shard in test_workers_push_every_shard_into_one_table, reports each failed
+# shard in test_workers_report_each_failed_shard, and `push_shards` from
+# Python in test_push_shards_run_the_checked_push_into_each_server.
+@pytest.mark.slow
 def test_push_shards_from_python(dataset_dir, server):
   result = rlds_reverb.push_shards(
       dataset_dir, reverb_tables.address(server), 'a', workers=2,

@@ -275,6 +275,11 @@ def test_append_needs_readable_features(tmp_path):
       f"2] No such file or directory: '{directory}/features.json'")
 
 
+# Slow tier: a crash test (writers killed at random points). The default tier
+# recovers the state a crash leaves (the `crashed` fixture) in
+# test_a_torn_record_is_cut_at_any_offset, test_append_recovers_and_continues_
+# the_ids and test_shards_closed_but_not_registered_are_registered.
+@pytest.mark.slow
 def test_sigkilled_writers_lose_no_finished_episode(tmp_path):
   """A few rounds of `benchmarks/rlds_write_crash.py` (it runs 20 and more):
   killed at random points, recovered, equal to an uninterrupted run."""
