@@ -102,6 +102,10 @@ QUICK_OFFLINE_STEPS, QUICK_ONLINE_STEPS, QUICK_EVAL_INTERVAL = 100, 100, 50
 DQN_VARIANTS = ['scratch', 'seeded', 'cql_mixed', 'cql_online']
 
 
+# Slow tier (25 s): four variants trained. The default tier runs the same
+# script's offline part (test_offline_to_online_dqn_offline_only_prints_one_
+# json_line), and tests/test_record*.py the recording it does with --record.
+@pytest.mark.slow
 def test_offline_to_online_dqn_quick_compares_three_variants(tmp_path):
   curves = tmp_path / 'curves.json'
   result = run_example('offline_to_online_dqn.py', '--quick', '--json',

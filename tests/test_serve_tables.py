@@ -112,6 +112,11 @@ def test_push_into_one_table_and_sample_it_back(served, pushed_items):  # pylint
           == reverb_tables.as_multiset(pushed_items))
 
 
+# Slow tier (7 s): the same warning and timeout as test_faults.py's
+# test_blocking_rate_limiter_warns_then_fails_after_timeout[ratio], here on a
+# table `serve --samples-per-insert` made (whose limiter
+# test_each_table_is_served_as_configured reads back).
+@pytest.mark.slow
 def test_push_into_a_ratio_table_warns_then_fails_after_its_timeout(
     served, dataset):  # pylint: disable=redefined-outer-name
   """SampleToInsertRatio blocks inserts on the server, with no timeout."""
