@@ -511,3 +511,26 @@ def _item_bytes(item) -> bytes:
     out.append(b'|'.join(leaf.ravel()) if leaf.dtype == object
                else leaf.tobytes())
   return b'#'.join(out)
+
+
+@pytest.mark.parametrize('table_side, push_images, hint', [
+    ('raw', 'encoded', "the push keeps frames encoded and the table holds "
+     "them raw: push without images='encoded', or serve the table with "
+     '--images encoded)'),
+    ('encoded', 'raw', "the table holds frames encoded: push them with "
+     "images='encoded', --images encoded)"),
+])
+def test_a_table_of_the_other_image_mode_is_refused_saying_which(
+    png_dir, make_server, table_side, push_images, hint):
+  data = rlds_reverb.load(png_dir)
+  raw_sig, stored_sig = tables_for(data)
+  server = make_server([reverb_tables.fifo_table(
+      't', raw_sig if table_side == 'raw' else stored_sig)])
+  with pytest.raises(rlds_reverb.SignatureMismatchError) as caught:
+    rlds_reverb.push(data, reverb_tables.address(server), 't',
+                     images=push_images)
+  [note] = caught.value.__notes__[-1:]
+  assert note.startswith("table 't': observation: table has "), note
+  assert note.endswith(hint), note
+  assert reverb_tables.table_size(
+      reverb.Client(reverb_tables.address(server)), 't') == 0

@@ -5,6 +5,7 @@ from typing import Any, List, Optional
 from tf_agents.specs import tensor_spec
 
 from rlds_reverb.errors import SignatureMismatchError
+from rlds_reverb.specs import encoded
 from rlds_reverb.specs import paths
 
 # TF-Agents' message, kept verbatim so that code matching it keeps working.
@@ -54,5 +55,20 @@ def spec_differences(table_spec: Any, data_spec: Any) -> List[str]:
       lines.append(f'{name}: table has no field, data has {data_fields[path]}')
     elif table_fields[path] != data_fields[path]:
       lines.append(
-          f'{name}: table has {table_fields[path]}, data has {data_fields[path]}')
+          f'{name}: table has {table_fields[path]}, data has {data_fields[path]}'
+          f'{_images_hint(table_fields[path], data_fields[path])}')
   return lines
+
+
+def _images_hint(table_spec: Any, data_spec: Any) -> str:
+  """What to change when one side stores a field's frames encoded."""
+  table_encoded = encoded.image_of(table_spec) is not None
+  data_encoded = encoded.image_of(data_spec) is not None
+  if data_encoded and not table_encoded:
+    return (' (the push keeps frames encoded and the table holds them raw: '
+            "push without images='encoded', or serve the table with "
+            '--images encoded)')
+  if table_encoded and not data_encoded:
+    return (' (the table holds frames encoded: push them with '
+            "images='encoded', --images encoded)")
+  return ''
