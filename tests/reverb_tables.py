@@ -53,6 +53,29 @@ def drain(server, table: str) -> List[Tuple[float, object]]:
   return items
 
 
+def drain_flat(server, table: str) -> List[List[np.ndarray]]:
+  """Every item of a fifo table, signed or not, in order: its flat leaves."""
+  client = reverb.Client(address(server))
+  count = table_size(client, table)
+  samples = list(client.sample(table, num_samples=count,
+                               emit_timesteps=False))
+  if table_size(client, table) != 0:
+    raise AssertionError(f'table {table} still has items after draining')
+  return [[np.asarray(leaf) for leaf in sample.data] for sample in samples]
+
+
+def assert_same_flat_items(got, want) -> None:
+  """Items (flat leaf lists, as `drain_flat` gives them) equal one by one:
+  same count, leaves, dtypes and values."""
+  assert len(got) == len(want), (len(got), len(want))
+  for index, (got_item, want_item) in enumerate(zip(got, want)):
+    assert len(got_item) == len(want_item)
+    for leaf, (got_leaf, want_leaf) in enumerate(zip(got_item, want_item)):
+      assert got_leaf.dtype == want_leaf.dtype, (index, leaf)
+      np.testing.assert_array_equal(got_leaf, want_leaf,
+                                    err_msg=f'item {index}, leaf {leaf}')
+
+
 def item_key(item) -> Tuple:
   """A hashable, order-free key of an item: priority, then leaf bytes.
 

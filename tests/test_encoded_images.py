@@ -103,41 +103,22 @@ def jpeg_dir(tmp_path_factory):
   return write_image_dir(tmp_path_factory.mktemp('jpeg'), 'jpeg')
 
 
-def sampled(address: str, table: str):
-  """Every item of a fifo table, in order, as its data nest (numpy)."""
-  client = reverb.Client(address)
-  count = reverb_tables.table_size(client, table)
-  samples = list(client.sample(table, num_samples=count,
-                               emit_timesteps=False))
-  assert reverb_tables.table_size(client, table) == 0
-  return [sample.data for sample in samples]
-
-
-def decoded_items(address: str, table: str, stored_signature):
-  """Every item of a fifo table, decoded by `decode_images`, flat, in order."""
-  items = sampled(address, table)
+def decoded(items, stored_signature):
+  """Flat stored items (as `drain_flat` gives them), decoded by
+  `decode_images`, flat again, in order."""
   dataset = tf.data.Dataset.from_generator(
       lambda: (tree.unflatten_as(stored_signature, item) for item in items),
       output_signature=tree.map_structure(
           lambda spec: tf.TensorSpec(spec.shape, spec.dtype),
           stored_signature))
-  decoded = rlds_reverb.decode_images(dataset, stored_signature)
+  decoded_items = rlds_reverb.decode_images(dataset, stored_signature)
   return [[np.asarray(leaf) for leaf in tree.flatten(element)]
-          for element in decoded.as_numpy_iterator()]
+          for element in decoded_items.as_numpy_iterator()]
 
 
-def raw_items(address: str, table: str):
-  return [[np.asarray(leaf) for leaf in item]
-          for item in sampled(address, table)]
-
-
-def assert_same_flat_items(got, want) -> None:
-  assert len(got) == len(want), (len(got), len(want))
-  for index, (got_item, want_item) in enumerate(zip(got, want)):
-    assert len(got_item) == len(want_item)
-    for leaf, (g, w) in enumerate(zip(got_item, want_item)):
-      assert g.dtype == w.dtype, (index, leaf)
-      np.testing.assert_array_equal(g, w, err_msg=f'item {index}, leaf {leaf}')
+def decoded_items(address: str, table: str, stored_signature):
+  """Every item of a fifo table, decoded by `decode_images`, flat, in order."""
+  return decoded(reverb_tables.drain_flat(address, table), stored_signature)
 
 
 def tables_for(rlds_data, length=2, **encoding):
@@ -173,8 +154,8 @@ def test_encoded_push_decodes_to_the_raw_push_and_the_observer(
   observer.close()
   assert result.items > 0
   got = decoded_items(address, 'encoded', stored_sig)
-  assert_same_flat_items(got, raw_items(address, 'raw'))
-  assert_same_flat_items(got, raw_items(address, 'observer'))
+  reverb_tables.assert_same_flat_items(got, reverb_tables.drain_flat(address, 'raw'))
+  reverb_tables.assert_same_flat_items(got, reverb_tables.drain_flat(address, 'observer'))
 
 
 def test_the_stored_frames_are_the_datasets_own_bytes(png_dir, make_server):
@@ -188,7 +169,7 @@ def test_the_stored_frames_are_the_datasets_own_bytes(png_dir, make_server):
       'observation': tfds.decode.SkipDecoding()}})
   first_episode = next(iter(stored))['steps']
   want = [step['observation'].numpy() for step in first_episode.take(2)]
-  item = tree.unflatten_as(stored_sig, sampled(address, 't')[0])
+  item = tree.unflatten_as(stored_sig, reverb_tables.drain_flat(address, 't')[0])
   assert list(item.observation) == want
 
 
@@ -201,8 +182,8 @@ def test_a_plain_source_is_encoded_losslessly_at_push_time(make_server):
   rlds_reverb.push(data, address, 'raw', end_of_episode='tile')
   rlds_reverb.push(data, address, 'png', end_of_episode='tile',
                    images='encoded')
-  assert_same_flat_items(decoded_items(address, 'png', stored_sig),
-                         raw_items(address, 'raw'))
+  reverb_tables.assert_same_flat_items(decoded_items(address, 'png', stored_sig),
+                         reverb_tables.drain_flat(address, 'raw'))
 
 
 def test_jpeg_at_push_time_stores_jpeg_bytes_the_signature_names(make_server):
@@ -216,7 +197,7 @@ def test_jpeg_at_push_time_stores_jpeg_bytes_the_signature_names(make_server):
   rlds_reverb.push(data, address, 't', images='encoded',
                    image_format='jpeg')
   items = [tree.unflatten_as(stored_sig, item)
-           for item in sampled(address, 't')]
+           for item in reverb_tables.drain_flat(address, 't')]
   assert items and all(frame[:2] == b'\xff\xd8' and
                        encoded.frame_shape(frame) == (H, W, C)
                        for item in items
@@ -234,8 +215,8 @@ def test_nstep_transitions_decode_to_the_raw_ones(png_dir, make_server):
   rlds_reverb.push_nstep_transitions(data, address, 'raw', n=2, discount=0.9)
   rlds_reverb.push_nstep_transitions(data, address, 'encoded', n=2,
                                      discount=0.9, images='encoded')
-  assert_same_flat_items(decoded_items(address, 'encoded', stored_sig),
-                         raw_items(address, 'raw'))
+  reverb_tables.assert_same_flat_items(decoded_items(address, 'encoded', stored_sig),
+                         reverb_tables.drain_flat(address, 'raw'))
 
 
 def test_agent_train_input_is_the_raw_tables(png_dir, make_server):
@@ -445,8 +426,8 @@ def test_the_command_line_pushes_encoded_frames(png_dir, make_server):
   result = run_cli('push', '--dataset', png_dir, '--server', address,
                    '--table', 'encoded', '--images', 'encoded', '--json')
   assert result.returncode == 0, result.stderr
-  assert_same_flat_items(decoded_items(address, 'encoded', stored_sig),
-                         raw_items(address, 'raw'))
+  reverb_tables.assert_same_flat_items(decoded_items(address, 'encoded', stored_sig),
+                         reverb_tables.drain_flat(address, 'raw'))
 
 
 @pytest.mark.parametrize('command', ['push', 'serve'])
@@ -488,29 +469,14 @@ def test_a_beam_push_writes_what_the_encoded_push_writes(png_dir,
   rlds_reverb.push(data, address, 'encoded', images='encoded')
   result = beam.push(png_dir, address, 'beam', images='encoded')
   assert result.items == sum(n - 1 for n in LENGTHS)
-  got = sampled(address, 'beam')
-  # Beam writes episodes in any order: compare as sets of byte strings.
-  encoded_items = sampled(address, 'encoded')
-  assert sorted(map(_item_bytes, got)) == sorted(map(_item_bytes,
-                                                    encoded_items))
-  items = [[np.asarray(leaf) for leaf in tree.flatten(element)] for element in
-           rlds_reverb.decode_images(tf.data.Dataset.from_generator(
-               lambda: (tree.unflatten_as(stored_sig, item)
-                        for item in encoded_items),
-               output_signature=tree.map_structure(
-                   lambda s: tf.TensorSpec(s.shape, s.dtype), stored_sig)),
-               stored_sig).as_numpy_iterator()]
-  assert_same_flat_items(items, raw_items(address, 'raw'))
-
-
-def _item_bytes(item) -> bytes:
-  """An item's leaves as bytes: frames' PNG bytes, the rest's buffers."""
-  out = []
-  for leaf in item:
-    leaf = np.asarray(leaf)
-    out.append(b'|'.join(leaf.ravel()) if leaf.dtype == object
-               else leaf.tobytes())
-  return b'#'.join(out)
+  # Beam writes episodes in any order: the same items, as multisets.
+  beam_items = reverb_tables.drain(address, 'beam')
+  encoded_items = reverb_tables.drain(address, 'encoded')
+  assert (reverb_tables.as_multiset(beam_items)
+          == reverb_tables.as_multiset(encoded_items))
+  reverb_tables.assert_same_flat_items(
+      decoded([tree.flatten(data) for _, data in encoded_items], stored_sig),
+      reverb_tables.drain_flat(address, 'raw'))
 
 
 @pytest.mark.parametrize('table_side, push_images, hint', [

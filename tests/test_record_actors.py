@@ -18,7 +18,6 @@ from tests import reverb_tables  # pylint: disable=g-import-not-at-top
 from tests import rlds_dirs  # pylint: disable=g-import-not-at-top
 from tests.test_cli import HANG_GUARD_S  # pylint: disable=g-import-not-at-top
 from tests.test_cli import run_cli  # pylint: disable=g-import-not-at-top
-from tests.test_tfds_out_push import drain_flat  # pylint: disable=g-import-not-at-top
 
 EPISODES = {0: 5, 1: 4}
 
@@ -67,5 +66,5 @@ def test_two_recorders_read_and_push_as_one_dataset(make_server, tmp_path):
   result = rlds_reverb.push(rlds_reverb.load(directories), address, 'api')
   steps = sum(len(e['steps']['is_last']) for e in together)
   assert result.items == steps - len(together)  # 2-step items.
-  assert item_keys(drain_flat(address, 'cli')) == item_keys(
-      drain_flat(address, 'api'))
+  assert item_keys(reverb_tables.drain_flat(address, 'cli')) == item_keys(
+      reverb_tables.drain_flat(address, 'api'))

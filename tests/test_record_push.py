@@ -31,8 +31,6 @@ from tests import record_envs  # pylint: disable=g-import-not-at-top
 from tests import reverb_tables  # pylint: disable=g-import-not-at-top
 from tests.test_record import numpy_list_observer  # pylint: disable=g-import-not-at-top
 from tests.test_record import tf_setup  # pylint: disable=g-import-not-at-top
-from tests.test_tfds_out_push import assert_same_flat_items  # pylint: disable=g-import-not-at-top
-from tests.test_tfds_out_push import drain_flat  # pylint: disable=g-import-not-at-top
 from tests.test_tfds_out_push import leaf_index  # pylint: disable=g-import-not-at-top
 from tests.test_tfds_out_push import policy_info  # pylint: disable=g-import-not-at-top
 
@@ -99,7 +97,7 @@ def test_pushed_recording_equals_the_observers_items(make_server, tmp_path,
   rlds_data = rlds_reverb.load(os.fspath(tmp_path)).take(len(whole))
   result = rlds_reverb.push(rlds_data, address, 'pushed',
                             policy_info_fn=policy_info)
-  expected = drain_flat(address, 'observer')
+  expected = reverb_tables.drain_flat(address, 'observer')
   assert len(expected) == sum(length - 1 for length, _ in whole)
   discount = leaf_index(spec, 'discount')
   step_type = leaf_index(spec, 'step_type')
@@ -110,6 +108,6 @@ def test_pushed_recording_equals_the_observers_items(make_server, tmp_path,
     assert item[discount][1] == 1.0  # The reset's, in the observer's item.
     if terminal:
       item[discount] = np.array([0.0, 0.0], np.float32)
-  pushed = drain_flat(address, 'pushed')
+  pushed = reverb_tables.drain_flat(address, 'pushed')
   assert result.items == len(pushed) == len(expected)
-  assert_same_flat_items(pushed, expected)
+  reverb_tables.assert_same_flat_items(pushed, expected)

@@ -31,28 +31,6 @@ def policy_info(current, following):
   return current['policy_info']
 
 
-def assert_same_flat_items(got, want) -> None:
-  """Items (flat leaf lists, as `drain_flat` gives them) equal one by one:
-  same count, leaves, dtypes and values."""
-  assert len(got) == len(want), (len(got), len(want))
-  for index, (got_item, want_item) in enumerate(zip(got, want)):
-    assert len(got_item) == len(want_item)
-    for leaf, (got_leaf, want_leaf) in enumerate(zip(got_item, want_item)):
-      assert got_leaf.dtype == want_leaf.dtype, (index, leaf)
-      np.testing.assert_array_equal(got_leaf, want_leaf,
-                                    err_msg=f'item {index}, leaf {leaf}')
-
-
-def drain_flat(address: str, table: str):
-  """Every item of an unsigned fifo table, in order: its flat leaves."""
-  client = reverb.Client(address)
-  count = reverb_tables.table_size(client, table)
-  samples = list(client.sample(table, num_samples=count,
-                               emit_timesteps=False))
-  assert reverb_tables.table_size(client, table) == 0
-  return [[np.asarray(leaf) for leaf in sample.data] for sample in samples]
-
-
 def leaf_index(trajectory_spec, name: str) -> int:
   """Where the field `name` is among a trajectory's flat leaves."""
   names = [name for name, _ in specs_paths.flatten_with_paths(
@@ -79,7 +57,7 @@ def test_recorded_episodes_push_the_observers_items(make_server, tmp_path):
   result = rlds_reverb.push(rlds_reverb.load(os.fspath(tmp_path)), address,
                             'pushed', policy_info_fn=policy_info)
 
-  expected = drain_flat(address, 'observer')
+  expected = reverb_tables.drain_flat(address, 'observer')
   assert len(expected) == sum(len(e.step_type) - 1
                               for e in collected.episodes)
   discount = leaf_index(collected.trajectory_spec, 'discount')
@@ -91,6 +69,6 @@ def test_recorded_episodes_push_the_observers_items(make_server, tmp_path):
       item = expected[first + len(episode.step_type) - 2]
       assert item[discount].tolist() == [0.0, 1.0]
       item[discount] = np.array([0.0, 0.0], np.float32)
-  pushed = drain_flat(address, 'pushed')
+  pushed = reverb_tables.drain_flat(address, 'pushed')
   assert result.items == len(pushed) == len(expected)
-  assert_same_flat_items(pushed, expected)
+  reverb_tables.assert_same_flat_items(pushed, expected)
