@@ -46,11 +46,11 @@ from rlds_reverb import wording
 from rlds_reverb.convert import encoded
 from rlds_reverb.errors import ReverbTimeoutError
 from rlds_reverb.errors import RldsReverbError
+from rlds_reverb.specs import encoded as encoded_spec
 from rlds_reverb.write import chunks
 from rlds_reverb.write import columns as columns_lib
 from rlds_reverb.write import items as items_lib
 from rlds_reverb.write import reverb_cpp
-from rlds_reverb.specs import encoded as encoded_spec
 from rlds_reverb.write import rows as rows_lib
 
 CONFIRM_EVERY_ROWS = 4096
