@@ -2,12 +2,16 @@
 
 Each run starts TensorFlow (~5 s): one checkpoint with losses serves the
 JSON and --strict runs; --server runs against a real server in this
-process. The errors of a server without a checkpointer (a C++ server: a
-`reverb.Server` always has one) or unreachable are checked through the API.
+process, and against a real `rlds-reverb serve` without --checkpoint-dir
+(whose checkpoint export removes). The errors of a server without a
+checkpointer (a C++ server: a `reverb.Server` always has one) or unreachable
+are checked through the API.
 """
 
 import json
 import os
+import re
+import tempfile
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
@@ -17,10 +21,14 @@ import reverb  # pylint: disable=g-import-not-at-top
 from reverb import pybind  # pylint: disable=g-import-not-at-top
 
 import rlds_reverb  # pylint: disable=g-import-not-at-top
+from rlds_reverb import checkpoints  # pylint: disable=g-import-not-at-top
 from rlds_reverb import sources  # pylint: disable=g-import-not-at-top
 from tests import export_data  # pylint: disable=g-import-not-at-top
+from tests.test_cli import CLEAN  # pylint: disable=g-import-not-at-top
 from tests.test_cli import error_lines  # pylint: disable=g-import-not-at-top
 from tests.test_cli import run_cli_here  # pylint: disable=g-import-not-at-top
+from tests.test_cli import write_tfds  # pylint: disable=g-import-not-at-top
+from tests.test_serve import Serve  # pylint: disable=g-import-not-at-top
 
 
 @pytest.fixture(scope='module')
@@ -86,9 +94,84 @@ def test_server_is_checkpointed_and_exported(tmp_path):
   assert lines[1].endswith(f': {pushed.items} items; the table had removed 0 '
                            'before it (evicted or sampled away)')
   assert lines[2:] == [
-      'nothing lost: every step in the checkpoint came back']
+      'nothing lost: every step in the checkpoint came back',
+      "that checkpoint stays, the newest in the server's checkpoint "
+      'directory: Reverb loads it at a restart']
+  [kept] = os.listdir(tmp_path / 'ckpt')
+  assert lines[1].startswith(f'from checkpoint {tmp_path / "ckpt" / kept}: ')
+  assert os.path.isfile(tmp_path / 'ckpt' / kept / checkpoints.DONE)
   assert export_data.item_count(server, 'replay') == pushed.items
   server.stop()
+
+
+def checkpoint_of(stdout: str) -> str:
+  """The checkpoint an export's text says it read."""
+  [path] = re.findall(r'^from checkpoint (.+): \S+ items?;', stdout,
+                      re.MULTILINE)
+  return path
+
+
+def test_a_checkpoint_in_reverbs_temporary_directory_is_removed(
+    tmp_path, monkeypatch):
+  """`serve` without --checkpoint-dir: Reverb checkpoints into a new
+  `mkdtemp()` directory that no server ever loads. What export had written
+  there is gone after it, whether it wrote a dataset or failed."""
+  temporary = tmp_path / 'tmp'
+  temporary.mkdir()
+  monkeypatch.setenv('TMPDIR', os.fspath(temporary))  # The server's, ours.
+  monkeypatch.setattr(tempfile, 'tempdir', None)
+  dataset = write_tfds(tmp_path / 'tfds', 'clean_rlds', CLEAN)
+  with Serve(dataset, tmp_path / 'serve.err',
+             table_args=('--table', 'replay', '--table', 'small',
+                         '--max-size', '3'),
+             names=('replay', 'small')) as serve:
+    for table in ('replay', 'small'):  # 'small' loses the first steps.
+      pushed = run_cli_here('push', '--dataset', dataset, '--server',
+                            serve.address, '--table', table,
+                            '--chunk-length', '1')
+      assert pushed.returncode == 0, pushed.stderr
+
+    exported = run_cli_here('export', '--server', serve.address, '--table',
+                            'replay', '--out', tmp_path / 'out')
+
+    assert exported.returncode == 0, exported.stderr
+    written = checkpoint_of(exported.stdout)
+    root = os.path.dirname(written)
+    assert os.path.dirname(root) == os.fspath(temporary)
+    assert os.listdir(root) == []  # The root is Reverb's, made at start.
+    assert exported.stdout.splitlines()[-1] == (
+        'removed that checkpoint: the server has no checkpoint directory of '
+        'its own (Reverb wrote it to a temporary one)')
+
+    strict = run_cli_here('export', '--server', serve.address, '--table',
+                          'small', '--strict', '--out', tmp_path / 'lost')
+
+    assert strict.returncode == 1
+    assert "Table 'small' did not come back whole" in strict.stderr
+    assert os.listdir(root) == []
+    assert len(export_data.steps_of(tmp_path / 'out')) == len(CLEAN)
+    assert not os.path.exists(tmp_path / 'lost')
+
+
+# name: (checkpoint directory relative to the temporary directory, removed)
+TEMPORARY_ROOTS = {
+    'reverbs_default': ('tmpk2_x9qa0/2026-01-01T00:00:00+00:00', True),
+    'a_chosen_directory': ('ckpt/2026-01-01T00:00:00+00:00', False),
+    'deeper_than_mkdtemp': ('run/tmpk2_x9qa0/2026-01-01T00:00:00+00:00',
+                            False),
+    'not_mkdtemps_name': ('tmp_checkpoints/2026-01-01T00:00:00+00:00', False),
+}
+
+
+@pytest.mark.parametrize('case', list(TEMPORARY_ROOTS))
+def test_only_reverbs_own_temporary_root_is_temporary(case, tmp_path,
+                                                      monkeypatch):
+  relative, temporary = TEMPORARY_ROOTS[case]
+  monkeypatch.setattr(tempfile, 'tempdir', os.fspath(tmp_path))
+  assert checkpoints.in_temporary_root(
+      os.fspath(tmp_path / relative)) is temporary
+  assert not checkpoints.in_temporary_root(
+      os.path.join('/data', relative))
 
 
 def test_server_without_checkpointer_is_one_line(tmp_path):

@@ -30,6 +30,7 @@ from rlds_reverb.tfds_out import EpisodeWriter  # pylint: disable=g-import-not-a
 from rlds_reverb.tfds_out import features_from_specs  # pylint: disable=g-import-not-at-top
 from rlds_reverb.tfds_out import ImageEncoding  # pylint: disable=g-import-not-at-top
 from rlds_reverb.tfds_out import layout  # pylint: disable=g-import-not-at-top
+from rlds_reverb.specs import encoded as encoded_spec  # pylint: disable=g-import-not-at-top
 from rlds_reverb.tfds_out import wire  # pylint: disable=g-import-not-at-top
 from tests import dataset_shapes  # pylint: disable=g-import-not-at-top
 from tests import rlds_data  # pylint: disable=g-import-not-at-top
@@ -58,6 +59,12 @@ FLAG_LEAVES = {'steps/action': 'Tensor(int64, ())',
                'steps/is_terminal': 'Tensor(bool, ())'}
 Info = collections.namedtuple('Info', ['value', 'pixels'])
 FRAME = tf.TensorSpec([84, 84, 3], tf.uint8)
+
+
+def stored(image_format, frame=FRAME, outer=()):
+  """The spec of a field a table holds encoded (one string per step)."""
+  return encoded_spec.EncodedImage(image_format, frame).stored(outer)
+
 
 # name: (step spec, metadata spec, images, the leaves besides FLAG_LEAVES)
 FEATURE_CASES = {
@@ -93,6 +100,19 @@ FEATURE_CASES = {
         {'steps/observation/two_channels': 'Tensor(uint8, (4, 4, 2))',
          'steps/observation/bytes': 'Tensor(uint8, (16,))',
          'steps/observation/int16_image': 'Tensor(int16, (4, 4, 3))'}),
+    'stored_encoded_frames_keep_their_format': (
+        rlds_spec({'png': stored('png'), 'jpeg': stored('jpeg'),
+                   'gray': stored('png', tf.TensorSpec([None, None, 1],
+                                                       tf.uint8)),
+                   'raw': FRAME}),
+        None, 'jpeg',
+        {'steps/observation/png': 'Image(png, (84, 84, 3))',
+         'steps/observation/jpeg': 'Image(jpeg, (84, 84, 3))',
+         'steps/observation/gray': 'Image(png, (None, None, 1))',
+         'steps/observation/raw': 'Image(jpeg, (84, 84, 3))'}),
+    'stored_encoded_frames_whatever_images_says': (
+        rlds_spec(stored('png')), None, {'steps/observation': 'png'},
+        {'steps/observation': 'Image(png, (84, 84, 3))'}),
     'namedtuples_as_dicts_and_array_specs': (
         rlds_spec(array_spec.ArraySpec((2,), np.float64),
                   policy_info=Info(array_spec.ArraySpec((), np.int32),
@@ -110,6 +130,20 @@ def test_features_from_specs(case):
   step_spec, metadata_spec, images, leaves = FEATURE_CASES[case]
   features = features_from_specs(step_spec, metadata_spec, images=images)
   assert describe(features) == {**FLAG_LEAVES, **leaves}
+
+
+@pytest.mark.parametrize('image_format, tfds_format', [
+    ('png', 'png'), ('jpeg', 'jpeg'),
+    ('image', None),  # Either: TFDS decodes whatever the bytes are.
+])
+def test_a_stored_encoded_field_is_an_image_of_its_format(image_format,
+                                                           tfds_format):
+  features = features_from_specs(rlds_spec(stored(image_format)),
+                                 images='none')
+  image = features['steps']['observation']
+  assert type(image) is tfds.features.Image  # pylint: disable=unidiomatic-typecheck
+  assert (image.shape, image.np_dtype, image.encoding_format) == (
+      (84, 84, 3), np.uint8, tfds_format)
 
 
 STRING_SPEC = tf.TensorSpec([], tf.string)
@@ -164,6 +198,17 @@ FEATURE_ERRORS = {
         errors.FeaturesError,
         "images names 'observation', which is no image field (uint8 [H, W, "
         'C], C in 1, 3, 4); image fields: none.'),
+    'images_asking_another_encoding_of_a_stored_field': (
+        rlds_spec(stored('png')), None, {'steps/observation': 'jpeg'},
+        errors.FeaturesError,
+        "images['steps/observation'] is 'jpeg', but steps/observation is "
+        'stored encoded as png: its bytes are written as they are, never '
+        'encoded again.'),
+    'stored_frames_with_another_axis': (
+        rlds_spec(stored('jpeg', outer=[2])), None, 'png',
+        errors.FeaturesError,
+        'steps/observation is string[2] of encoded jpeg frames; an Image '
+        'feature holds one frame per step.'),
     'not_rlds': (
         {'observation': FRAME, 'action': STRING_SPEC}, None, 'png',
         errors.StepSpecError,
@@ -653,6 +698,24 @@ EPISODE_ERRORS = {
         errors.FeaturesError,
         'Episode 2: steps/observation/instruction is float64[4]; expected '
         'string[4].'),
+    'encoded_frame_that_is_no_image': (
+        _set('steps/observation/pixels', np.array([b'\x89PNG'] * 4, object)),
+        errors.FeaturesError,
+        'Episode 2: steps/observation/pixels, step 0: the bytes are no PNG or '
+        'JPEG image; the feature holds 6x5x3 frames.'),
+    'encoded_frame_of_another_size': (
+        _set('steps/observation/pixels', np.array(
+            [tf.io.encode_png(np.zeros((6, 5, 3), np.uint8)).numpy()] * 2 +
+            [tf.io.encode_jpeg(np.zeros((5, 6, 3), np.uint8)).numpy()] * 2,
+            object)),
+        errors.FeaturesError,
+        'Episode 2: steps/observation/pixels, step 2: a frame of 5x6x3; the '
+        'feature holds 6x5x3 frames.'),
+    'encoded_frames_of_another_shape': (
+        _set('steps/observation/pixels', np.array([[b'a'], [b'b']], object)),
+        errors.FeaturesError,
+        'Episode 2: steps/observation/pixels is string[2,1]; expected '
+        'uint8[T,6,5,3] frames or string[T] of their PNG/JPEG bytes.'),
     'not_first_at_step_0': (
         _set('steps/is_first', np.zeros(4, bool)), errors.MalformedEpisodeError,
         'Episode 2: steps/is_first is False at step 0 of 4; only step 0 is '
@@ -690,6 +753,37 @@ def test_an_episode_that_does_not_fit_is_refused_before_writing(tmp_path,
     assert writer.write(rlds_dirs.episode(2)) == 2
   rlds_dirs.assert_same_episodes(rlds_dirs.read_episodes(tmp_path),
                                  [rlds_dirs.episode(i) for i in range(3)])
+
+
+def test_encoded_frames_are_written_as_they_are(tmp_path):
+  """Frames given as PNG/JPEG bytes (as an encoded table holds them) are the
+  dataset's bytes, whatever encoder made them; as frames they read back as
+  the pixels those bytes hold."""
+  episodes = [rlds_dirs.episode(i) for i in range(3)]
+  given = []
+  for episode in episodes:
+    pixels = episode['steps']['observation']['pixels']
+    # Not what TFDS would write: PNG at another level, and JPEG.
+    encoded = [tf.io.encode_png(frame, compression=9).numpy() if t % 2 else
+               tf.io.encode_jpeg(frame, quality=50).numpy()
+               for t, frame in enumerate(pixels)]
+    given.append(encoded)
+    episode['steps']['observation']['pixels'] = np.array(encoded, object)
+  with EpisodeWriter(tmp_path, rlds_dirs.features(), name='ours') as writer:
+    for episode in episodes:
+      writer.write(episode)
+
+  builder = tfds.builder_from_directory(os.fspath(tmp_path))
+  stored = builder.as_dataset(split='train', decoders={'steps': {
+      'observation': {'pixels': tfds.decode.SkipDecoding()}}})
+  read = [list(episode['steps']['observation']['pixels'])
+          for episode in tfds.as_numpy(stored.map(
+              lambda e: {'steps': e['steps'].batch(1000).get_single_element()}))]
+  assert read == given
+  for frames, episode in zip(given, rlds_dirs.read_episodes(tmp_path)):
+    np.testing.assert_array_equal(
+        episode['steps']['observation']['pixels'],
+        [tf.io.decode_image(data, channels=3).numpy() for data in frames])
 
 
 def test_an_episode_that_is_no_dict_is_refused(tmp_path):

@@ -18,6 +18,7 @@ from rlds_reverb.checkpoints.directories import Checkpoints
 from rlds_reverb.checkpoints.directories import CHUNKS
 from rlds_reverb.checkpoints.directories import DONE
 from rlds_reverb.checkpoints.directories import find
+from rlds_reverb.checkpoints.directories import in_temporary_root
 from rlds_reverb.checkpoints.directories import ITEMS
 from rlds_reverb.checkpoints.directories import TABLES
 from rlds_reverb.checkpoints.directories import writable_error

@@ -11,13 +11,17 @@ new subdirectory named by the time, and its `DONE` file last:
 
 At start Reverb loads the last subdirectory by name that has `DONE` and skips
 the others without a word; after each checkpoint it deletes every entry of
-`root` but the newest. This module tells the user what Reverb will do, and
-which checkpoint a path means. Plain `os`: the command line imports
-TensorFlow and Reverb late.
+`root` but the newest. A `reverb.Server` given no checkpointer (`serve`
+without --checkpoint-dir) still has one: dm-reverb 0.14.0's
+`TempDirCheckpointer`, whose root is a new `tempfile.mkdtemp()` per server,
+which no later server loads (`in_temporary_root`). This module tells the
+user what Reverb will do, and which checkpoint a path means. Plain `os`: the
+command line imports TensorFlow and Reverb late.
 """
 
 import dataclasses
 import os
+import re
 import tempfile
 from typing import Optional, Tuple
 
@@ -25,6 +29,11 @@ DONE = 'DONE'
 CHUNKS = 'chunks.tfrecord'
 ITEMS = 'items.tfrecord'
 TABLES = 'tables.tfrecord'
+
+# `tempfile.mkdtemp()`'s names: 'tmp' and 8 of its random characters.
+_MKDTEMP_NAME = re.compile(r'^tmp[a-z0-9_]{8}$')
+# Python's temporary directories besides $TMPDIR (a server's may differ).
+_TEMPORARY_DIRECTORIES = ('/tmp', '/var/tmp', '/usr/tmp')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +68,22 @@ def _subdirectories(root: str):
 
 def _is_complete(root: str, name: str) -> bool:
   return os.path.exists(os.path.join(root, name, DONE))
+
+
+def in_temporary_root(checkpoint: str) -> bool:
+  """Whether the checkpoint directory `checkpoint` lies in the root Reverb
+  makes for a server given no checkpointer: a `tempfile.mkdtemp()` directly
+  in a temporary directory. Nobody chose that root and no other server
+  loads it, so a checkpoint written there for one reading is garbage after.
+
+  Told by the path alone (a client cannot ask a server about its
+  checkpointer): a root the user named like mkdtemp's, in /tmp, counts too.
+  """
+  root = os.path.dirname(os.path.abspath(checkpoint))
+  parents = {os.path.realpath(directory) for directory in
+             (tempfile.gettempdir(), *_TEMPORARY_DIRECTORIES)}
+  return bool(_MKDTEMP_NAME.match(os.path.basename(root))) and (
+      os.path.realpath(os.path.dirname(root)) in parents)
 
 
 def writable_error(root: str) -> Optional[str]:

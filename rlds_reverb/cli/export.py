@@ -25,11 +25,15 @@ examples:
 
 --checkpoint takes one checkpoint directory, or serve's --checkpoint-dir
 (its newest complete checkpoint). --server asks the server for a checkpoint
-(its --checkpoint-dir must be readable here) and exports that. Steps that
-did not survive in the table (evicted, sampled away with their chunks) are
-left out with their episode, never exported with a hole, and counted;
---strict makes any loss an error. OUT must not exist (or be empty): the
-dataset is written beside it and renamed at the end.
+(its --checkpoint-dir must be readable here) and exports that: it stays
+there as the server's newest, or, from a server without --checkpoint-dir
+(Reverb writes it to a temporary directory), it is removed after. Fields a
+table holds encoded (--images encoded) come back as Image features holding
+the stored PNG/JPEG bytes as they are; --images applies to raw frames.
+Steps that did not survive in the table (evicted, sampled away with their
+chunks) are left out with their episode, never exported with a hole, and
+counted; --strict makes any loss an error. OUT must not exist (or be
+empty): the dataset is written beside it and renamed at the end.
 exit status: 0 written, 1 table not exportable or a loss with --strict,
 2 bad usage or an unreadable checkpoint.
 """
@@ -53,8 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="the dataset's name (default: the table's)")
   parser.add_argument('--images', default='png',
                       choices=('png', 'jpeg', 'none'),
-                      help=('how uint8 [H, W, C] fields are stored '
-                            '(default: %(default)s, lossless)'))
+                      help=('how raw uint8 [H, W, C] fields are stored '
+                            '(default: %(default)s, lossless); fields the '
+                            'table holds encoded keep their bytes'))
   parser.add_argument('--strict', action='store_true',
                       help=('fail, writing nothing, if any step or episode '
                             'cannot come back'))
@@ -101,3 +106,9 @@ def _print_text(report) -> None:
           f'(PAD/TILE boundary steps, not data)')
   if not losses:
     print('nothing lost: every step in the checkpoint came back')
+  if report.checkpoint_removed:
+    print('removed that checkpoint: the server has no checkpoint directory '
+          'of its own (Reverb wrote it to a temporary one)')
+  elif report.checkpoint_written:
+    print("that checkpoint stays, the newest in the server's checkpoint "
+          'directory: Reverb loads it at a restart')

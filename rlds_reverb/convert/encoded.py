@@ -291,8 +291,7 @@ def check_frames(path: str, image: encoded_spec.EncodedImage,
   """
   expected = tuple(image.frame.shape.as_list())
   for step, data in enumerate(frames.ravel(), start=first_step):
-    found = frame_shape(bytes(data))
-    problem = _frame_problem(found, expected)
+    problem = frame_problem(bytes(data), expected)
     if problem:
       raise ColumnMismatchError(
           f"Field '{path}' of {where}, step {step}: {problem}, the table "
@@ -300,7 +299,12 @@ def check_frames(path: str, image: encoded_spec.EncodedImage,
           f'episode was written.')
 
 
-def _frame_problem(found, expected) -> Optional[str]:
+def frame_problem(data: bytes, expected: Sequence[Optional[int]]
+                  ) -> Optional[str]:
+  """What is wrong with the frame `data` for the frame shape `expected`
+  ([H, W, C], None: any), read from its header: 'the bytes are no PNG or
+  JPEG image', 'a frame of 8x8x3', ...; None if it fits."""
+  found = frame_shape(data)
   if found is None:
     return 'the bytes are no PNG or JPEG image'
   height, width, channels = found

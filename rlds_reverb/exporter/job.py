@@ -1,6 +1,7 @@
 """The export job: a checkpoint's table in, an RLDS dataset directory out.
 
-    --server: checkpoint now -> its directory (must be readable here)
+    --server: checkpoint now -> its directory (must be readable here);
+              removed at the end if Reverb wrote it to a temporary root
     checkpoint dir (or serve's --checkpoint-dir: its newest complete one)
       table: signature -> trajectory spec (refused unless trajectories)
       items.tfrecord --one pass--> (chunk, tensor) -> column, time
@@ -12,6 +13,12 @@
 Everything is written into a hidden directory beside `out` and renamed to
 `out` at the end; any error removes it, so `out` holds a whole dataset or
 nothing. (A process killed outright leaves the hidden directory: delete it.)
+
+The checkpoint `server` writes goes where the server's checkpointer points.
+Into a directory the user chose (serve --checkpoint-dir), it stays: it is
+now the server's newest checkpoint there (Reverb deleted the one before),
+which a restart loads. Into the temporary root of a server given no
+checkpointer, nobody would ever load it: it is removed, success or not.
 """
 
 import os
@@ -65,10 +72,14 @@ def export(
       checkpoints into (`serve --checkpoint-dir`): its newest complete one.
     server: instead of `checkpoint`, 'host:port' of a running server: it
       writes a checkpoint, which must be readable here, and that is
-      exported.
+      exported. It stays in the server's checkpoint directory, or is
+      removed when Reverb wrote it to a temporary directory (a server
+      without one: `serve` without --checkpoint-dir); the report says which.
     name: the dataset's name (default: the table's, made of letters, digits
       and underscores).
     images: how uint8 [H, W, C] fields are stored (`features_from_specs`).
+      Fields the table holds encoded (`images='encoded'` pushes) are Image
+      features of their own format: the stored bytes, as they are.
     strict: raise at the first loss (an episode missing its start or end,
       missing steps) instead of leaving it out and counting it.
     timeout: seconds to wait for the server to answer (`server` only).
@@ -93,9 +104,25 @@ def export(
                      "('host:port').")
   out = os.path.abspath(os.fspath(out))
   _check_out(out)
-  if server is not None:
-    checkpoint = _checkpoint_of_server(server, table, timeout)
-  directory = _complete_checkpoint(os.fspath(checkpoint))
+  if server is None:
+    report = _export(table, out, os.fspath(checkpoint), name, images, strict)
+  else:
+    written = _checkpoint_of_server(server, table, timeout)
+    temporary = checkpoints.in_temporary_root(written)
+    try:
+      report = _export(table, out, written, name, images, strict)
+    finally:
+      if temporary:
+        shutil.rmtree(written, ignore_errors=True)
+    report.checkpoint_written = True
+    report.checkpoint_removed = temporary
+  report.seconds = time.perf_counter() - started
+  return report
+
+
+def _export(table, out, checkpoint, name, images, strict) -> ExportReport:
+  """The table of the checkpoint `checkpoint` into `out` (checked)."""
+  directory = _complete_checkpoint(checkpoint)
   description = table_lib.read(directory, table)
   spec = table_lib.trajectory_spec(description)
   name = name or _dataset_name(table)
@@ -110,7 +137,6 @@ def export(
   except BaseException:
     shutil.rmtree(staging, ignore_errors=True)
     raise
-  report.seconds = time.perf_counter() - started
   return report
 
 

@@ -46,6 +46,8 @@ class ExportReport:
   rows_before: int = 0
   padding_rows: int = 0  # Pad rows of PAD/TILE pushes: not data, skipped.
   seconds: float = 0.0
+  checkpoint_written: bool = False  # By the server, for this export.
+  checkpoint_removed: bool = False  # After it: in Reverb's temporary root.
 
   @property
   def lost(self) -> bool:

@@ -5,7 +5,9 @@
          cast to the feature's dtype; all steps columns of one length T
       -> flags checked (one episode: to_rlds.check_flags)
       -> each column's tf.train.Feature bytes at once (`wire`); an episode's
-         images in one call of TFDS's own encoder op (encode_png/jpeg)
+         images in one call of TFDS's own encoder op (encode_png/jpeg), or,
+         given already encoded ([T] PNG/JPEG bytes, as a table keeps them),
+         as they are, their headers checked against the feature's shape
       -> tf.train.Example bytes
 
 TFDS's writers encode an episode step by step in Python (`Dataset` feature:
@@ -24,6 +26,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
+from rlds_reverb.convert import encoded as encoded_frames
 from rlds_reverb.convert import to_rlds
 from rlds_reverb.errors import FeaturesError
 from rlds_reverb.specs import fields
@@ -40,7 +43,8 @@ class Column:
   path: Tuple[str, ...]  # ('steps', 'observation', 'pixels')
   dtype: np.dtype  # The feature's numpy dtype (object for strings).
   shape: Tuple[Optional[int], ...]  # Of one step (steps) or of the value.
-  image_format: Optional[str] = None  # 'png' or 'jpeg' for Image features.
+  image_format: Optional[str] = None  # 'png' or 'jpeg' for Image features
+  # (what uint8 frames are encoded as; encoded ones are written as they are).
 
   @functools.cached_property  # Read per column per episode.
   def name(self) -> str:
@@ -186,6 +190,8 @@ def _checked(column: Column, value: Any, length: Optional[int], where: str):
   The first steps column sets the length; the others must have it.
   """
   array = np.asarray(value, dtype=object if _is_text(value) else None)
+  if column.image_format and array.dtype.kind in 'SO':
+    return _checked_encoded(column, array, length, where)
   expected_shape = column.shape
   if column.per_step:
     expected_shape = (length,) + column.shape
@@ -200,6 +206,38 @@ def _checked(column: Column, value: Any, length: Optional[int], where: str):
   if column.kind == 'O':
     return _as_bytes(array, column, where), length
   return array.astype(column.dtype, copy=False), length
+
+
+def _checked_encoded(column: Column, array: np.ndarray,
+                     length: Optional[int], where: str):
+  """(Image bytes as an object array, the episode's length): one PNG or
+  JPEG per step (per value), each header fitting the feature's shape.
+
+  Headers are read, frames are not decoded (`convert.encoded.frame_shape`).
+  """
+  steps = (length,) if column.per_step else ()
+  if not _fits(array.shape, steps):
+    frames = _text(column.dtype, steps + column.shape, column.per_step)
+    raise FeaturesError(
+        f'{where}: {column.name} is {_text(array.dtype, array.shape)}; '
+        f'expected {frames} frames or '
+        f'{_text(np.dtype(object), steps, column.per_step)} of their PNG/JPEG '
+        f'bytes.')
+  if column.per_step and length is None:
+    length = array.shape[0]
+  encoded = _as_bytes(array, column, where)
+  for step, data in enumerate(encoded.ravel().tolist()):
+    problem = encoded_frames.frame_problem(data, column.shape)
+    if problem:
+      at = f', step {step}' if column.per_step else ''
+      raise FeaturesError(
+          f'{where}: {column.name}{at}: {problem}; the feature holds '
+          f'{_dims(column.shape)} frames.')
+  return encoded, length
+
+
+def _dims(shape: Tuple[Optional[int], ...]) -> str:
+  return 'x'.join('?' if d is None else str(d) for d in shape)
 
 
 def _is_text(value: Any) -> bool:
@@ -240,6 +278,8 @@ def _as_bytes(array: np.ndarray, column: Column, where: str) -> np.ndarray:
 def _feature(column: Column, values: np.ndarray) -> bytes:
   """The tf.train.Feature TFDS writes for the column's whole value."""
   if column.image_format:
+    if values.dtype == object:  # Encoded already: written as they are.
+      return wire.bytes_feature(values.ravel().tolist())
     return wire.bytes_feature(_encoded_images(values, column))
   if column.kind == 'O':
     return wire.bytes_feature(values.ravel().tolist())

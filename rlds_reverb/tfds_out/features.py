@@ -3,11 +3,17 @@
     step spec (dicts/namedtuples of tf.TensorSpec or TF-Agents array specs)
       -> checked as RLDS steps (specs.step_spec: the flags, observation, ...)
       -> each leaf: uint8 [H, W, C], C in 1/3/4 -> Image (PNG by default)
+                    a frame stored encoded      -> Image of its format: its
+                      (specs.encoded names it)     bytes are written as they are
                     anything else               -> Tensor (fixed shape)
       -> FeaturesDict({'steps': Dataset({...}), **metadata})
 
 Images matter: a plain uint8 Tensor feature is stored as an int64 list
 (31.7 KB per 84x84x3 step); PNG is lossless, JPEG smaller and lossy.
+A field a Reverb table holds encoded (a tf.string spec named by
+`specs.encoded`, e.g. 'rlds_reverb_image.png.uint8.72x96x3') is an Image of
+that format and shape: the stored PNG/JPEG bytes go into the dataset as they
+are, never decoded or encoded again, and the dataset reads as uint8 frames.
 Namedtuples become dicts (TFDS has no tuples: a dataset gives them back as
 dicts anyway). Only Tensor and Image features are made, the two that
 `encode.EpisodeEncoder` writes.
@@ -22,6 +28,7 @@ import tensorflow_datasets as tfds
 
 from rlds_reverb.convert import to_rlds
 from rlds_reverb.errors import FeaturesError
+from rlds_reverb.specs import encoded as encoded_spec
 from rlds_reverb.specs import fields
 from rlds_reverb.specs import paths
 from rlds_reverb.specs import step_spec as step_spec_lib
@@ -36,6 +43,14 @@ class ImageEncoding(enum.Enum):
 
 Images = Union[str, ImageEncoding,
                Mapping[str, Union[str, ImageEncoding]]]
+# An image field's feature: encoded from uint8 frames, or kept as stored.
+_Encoding = Union[ImageEncoding, encoded_spec.EncodedImage]
+# A stored format as TFDS's Image names it. 'image' (PNG or JPEG: the source
+# did not say) is None, as the source's was: TFDS decodes either
+# (`decode_image`), and a push of the export with images='encoded' names the
+# field 'image' again, as its table did. Sniffing the bytes instead would
+# choose after the features are written, one format for what may be both.
+_TFDS_FORMATS = {'png': 'png', 'jpeg': 'jpeg', encoded_spec.ANY_FORMAT: None}
 
 # Dtypes a tf.train.Example holds without loss of meaning (uint64 does not
 # fit its int64 lists).
@@ -60,21 +75,33 @@ def features_from_specs(
     images: how uint8 [H, W, C] fields (C in 1, 3, 4) are stored: one
       `ImageEncoding` (or 'png', 'jpeg', 'none') for all, or a mapping from
       field path ('steps/observation/pixels') to encoding, PNG for the rest.
+      Fields whose spec says they are stored encoded (`specs.encoded`) are
+      Images of their own format whatever `images` says: their bytes are
+      written as they are.
 
   Raises:
     StepSpecError: `step_spec` lacks an RLDS field, or has flags that are not
       bool scalars.
     FeaturesError: a leaf that is no spec (a tuple), a dtype or unknown
-      dimension TFDS cannot store, metadata named 'steps', or `images`
-      naming a field that is no image or an unknown encoding.
+      dimension TFDS cannot store, metadata named 'steps', `images`
+      naming a field that is no image or an unknown encoding, or asking
+      another encoding of a field stored encoded; a field stored encoded
+      with more than one frame per step.
   """
-  steps = _tensor_specs(to_rlds.as_dicts(step_spec), fields.STEPS)
+  step_spec = to_rlds.as_dicts(step_spec)
+  metadata_spec = to_rlds.as_dicts(metadata_spec or {})
+  kept = _stored_encoded({fields.STEPS: step_spec, **(
+      metadata_spec if isinstance(metadata_spec, Mapping) else {})})
+  if kept:  # Their frames' specs: uint8 [H, W, C], image fields as others.
+    step_spec = encoded_spec.decoded_spec(step_spec)
+    metadata_spec = encoded_spec.decoded_spec(metadata_spec)
+  steps = _tensor_specs(step_spec, fields.STEPS)
   step_spec_lib.format_of(steps)
-  metadata = _tensor_specs(to_rlds.as_dicts(metadata_spec or {}), '')
+  metadata = _tensor_specs(metadata_spec, '')
   if fields.STEPS in metadata:
     raise FeaturesError(
         f"Episode metadata cannot be named '{fields.STEPS}': the steps are.")
-  encodings = _encodings(images, {fields.STEPS: steps, **metadata})
+  encodings = _encodings(images, {fields.STEPS: steps, **metadata}, kept)
   return tfds.features.FeaturesDict({
       fields.STEPS: tfds.features.Dataset(
           _features(steps, encodings, fields.STEPS)),
@@ -126,19 +153,43 @@ def _is_image(spec: tf.TensorSpec) -> bool:
           spec.shape[-1] in _IMAGE_CHANNELS)
 
 
-def _encodings(images: Images, specs: Dict[str, Any]) -> Dict[str, ImageEncoding]:
-  """The encoding of every image path of `specs`."""
+def _stored_encoded(specs: Dict[str, Any]
+                    ) -> Dict[str, encoded_spec.EncodedImage]:
+  """{path: EncodedImage} of the leaves stored encoded, one frame each."""
+  leaves = dict(paths.flatten_with_paths(specs))
+  kept = encoded_spec.encoded_fields(specs)
+  for path, image in kept.items():
+    stored = leaves[path]
+    if stored.shape.rank != 0:
+      raise FeaturesError(
+          f'{path} is {paths.spec_text(stored)} of encoded {image.format} '
+          f'frames; an Image feature holds one frame per '
+          f'{"step" if path.startswith(fields.STEPS + "/") else "value"}.')
+  return kept
+
+
+def _encodings(images: Images, specs: Dict[str, Any],
+               kept: Mapping[str, encoded_spec.EncodedImage]
+               ) -> Dict[str, _Encoding]:
+  """The encoding of every image path of `specs`: `images` for uint8
+  frames, the stored image itself for those `kept` encoded."""
   candidates = image_paths(specs)
   if not isinstance(images, Mapping):
     encoding = _encoding(images, 'images')
-    return {path: encoding for path in candidates}
-  encodings = {path: ImageEncoding.PNG for path in candidates}
+    return {path: kept.get(path, encoding) for path in candidates}
+  encodings = {path: kept.get(path, ImageEncoding.PNG) for path in candidates}
   for path, value in images.items():
     if path not in encodings:
       raise FeaturesError(
           f"images names '{path}', which is no image field (uint8 [H, W, C], "
           f'C in 1, 3, 4); image fields: {", ".join(candidates) or "none"}.')
-    encodings[path] = _encoding(value, f"images['{path}']")
+    encoding = _encoding(value, f"images['{path}']")
+    if path in kept and encoding.value != kept[path].format:
+      raise FeaturesError(
+          f"images['{path}'] is {encoding.value!r}, but {path} is stored "
+          f'encoded as {kept[path].format}: its bytes are written as they '
+          f'are, never encoded again.')
+    encodings[path] = kept.get(path, encoding)
   return encodings
 
 
@@ -151,7 +202,7 @@ def _encoding(value: Union[str, ImageEncoding], where: str) -> ImageEncoding:
         f'{", ".join(repr(e.value) for e in ImageEncoding)}.') from None
 
 
-def _features(specs: Dict[str, Any], encodings: Dict[str, ImageEncoding],
+def _features(specs: Dict[str, Any], encodings: Dict[str, _Encoding],
               prefix: str) -> Dict[str, Any]:
   return {key: (_features(spec, encodings, _join(prefix, key))
                 if isinstance(spec, dict)
@@ -159,8 +210,11 @@ def _features(specs: Dict[str, Any], encodings: Dict[str, ImageEncoding],
           for key, spec in specs.items()}
 
 
-def _feature(spec: tf.TensorSpec, encoding: Optional[ImageEncoding]):
+def _feature(spec: tf.TensorSpec, encoding: Optional[_Encoding]):
   shape = tuple(spec.shape.as_list())
+  if isinstance(encoding, encoded_spec.EncodedImage):
+    return tfds.features.Image(shape=shape,
+                               encoding_format=_TFDS_FORMATS[encoding.format])
   if encoding is None or encoding is ImageEncoding.NONE:
     dtype = np.object_ if spec.dtype == tf.string else spec.dtype.as_numpy_dtype
     return tfds.features.Tensor(shape=shape, dtype=dtype)
