@@ -254,9 +254,8 @@ def _note_plan(plan, resume_path) -> None:
   """What the checks found, on stderr, before anything is written."""
   push_shared.note_found({'warnings': plan.warnings, 'notes': plan.notes,
                           'skipped': [vars(e) for e in plan.skipped]})
-  done = plan.state.confirmed_episodes
   if plan.state.complete:
     output.note(f'{resume_path} says this push is complete; nothing to do')
-  elif done:
-    confirmed = wording.count(done, 'confirmed episode')
-    output.note(f'resuming from {resume_path} after {confirmed}')
+  elif plan.state.confirmed_items or plan.state.confirmed_episodes:
+    output.note(f'resuming from {resume_path} after {plan.state_text()} '
+                f'confirmed')
