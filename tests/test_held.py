@@ -181,3 +181,19 @@ def test_a_resumed_push_names_only_the_items_not_its_own(make_tables,
       f"table 'a' already holds {wording.count(ours + 2, 'item')}: "
       f'{wording.count(ours, "item")} confirmed by earlier runs of this push '
       f'and 2 others; this push adds to them']
+
+
+def test_nstep_push_warns_too(make_server, dataset_dir):
+  """n-step transitions read the data once: what they add is not known."""
+  server = make_server([reverb_tables.fifo_table('t')])
+  address = reverb_tables.address(server)
+  data = rlds_reverb.load(dataset_dir)
+  rlds_reverb.push_nstep_transitions(data, address, 't', n=2, discount=0.9)
+  held = reverb_tables.table_size(reverb.Client(address), 't')
+  with pytest.warns(rlds_reverb.TableNotEmptyWarning) as warned:
+    result = rlds_reverb.push_nstep_transitions(data, address, 't', n=2,
+                                                discount=0.9)
+  expected = (f"table 't' already holds {wording.count(held, 'item')}; "
+              f'this push adds to them')
+  assert [str(w.message) for w in warned] == [expected]
+  assert result.warnings == (expected,)

@@ -14,12 +14,14 @@ checked push's (`rlds_reverb.checked_push`), which calls `write_trajectories`.
 import dataclasses
 import time
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
+import warnings
 
 from absl import logging
 import tensorflow as tf
 from tf_agents.replay_buffers import reverb_utils
 
 from rlds_reverb import convert
+from rlds_reverb import held as held_lib
 from rlds_reverb import specs
 from rlds_reverb.convert import encoded
 from rlds_reverb.convert import nstep
@@ -173,7 +175,9 @@ def push_nstep_transitions(
   spec with its image fields stored encoded, `specs.encoded`).
   `trajectories` in the result counts transitions; `chunk_length`,
   `strict`, `images`, `image_format` and `image_fields` are as for `push`.
-  Raises as `push`.
+  A table that already holds items is warned of before writing
+  (`TableNotEmptyWarning`, and in the result's `warnings`). Raises as
+  `push`.
   """
   tables = items_lib.table_names(tables)
   client, address = server_lib.connect(server)
@@ -186,9 +190,13 @@ def push_nstep_transitions(
       client, tables, spec, items_lib.TransitionItems(), priority, address,
       timeout, chunk_length=chunk_length, on_confirmed=on_confirmed)
   infos = _check_tables(client, address, tables, spec, timeout)
+  held = held_lib.warnings_for(held_lib.look(infos))
+  for message in held:  # The data is read once: what it adds is not known.
+    warnings.warn(message, held_lib.TableNotEmptyWarning, stacklevel=2)
   result = _write_blocks(blocks, _transitions_of, writer, None, infos,
                          address)
-  return dataclasses.replace(result, notes=tuple(step_format.notes()))
+  return dataclasses.replace(result, notes=tuple(step_format.notes()),
+                             warnings=held)
 
 
 def push_rlds_to_reverb(
@@ -344,8 +352,9 @@ def append_trajectories(rlds_data: tf.data.Dataset,
   i-th episode of `rlds_data` in the whole dataset, for error messages.
   """
   blocks = convert.trajectory_blocks(rlds_data)
-  for block in _fixed_pipeline(blocks).as_numpy_iterator():
-    writer.write_episode(block.trajectory, positions[block.episode_index])
+  with writer.holding_interrupts():
+    for block in _fixed_pipeline(blocks).as_numpy_iterator():
+      writer.write_episode(block.trajectory, positions[block.episode_index])
 
 
 def _write_blocks(blocks, rows_of_block, writer, episode_items, infos,
@@ -355,20 +364,21 @@ def _write_blocks(blocks, rows_of_block, writer, episode_items, infos,
   tables = list(infos)
   skipped = skipped_trajectories = 0
   try:
-    for block in _fixed_pipeline(blocks).as_numpy_iterator():
-      rows = rows_of_block(block)
-      if episode_items is not None and not episode_items.fits(
-          len(rows.step_type)):
-        if not episode_items.bypass_partial_episodes:
-          raise ValueError(_EPISODE_TOO_LONG)
-        logging.error(_EPISODE_BYPASSED)
-        skipped += 1
-        skipped_trajectories += len(rows.step_type)
-        continue
-      index = int(block.episode_index)
-      writer.write_episode(rows, start.position(index),
-                           from_item=start.from_item_of(index))
-    progress = writer.close()
+    with writer.holding_interrupts():  # Ctrl-C lands where counts are exact.
+      for block in _fixed_pipeline(blocks).as_numpy_iterator():
+        rows = rows_of_block(block)
+        if episode_items is not None and not episode_items.fits(
+            len(rows.step_type)):
+          if not episode_items.bypass_partial_episodes:
+            raise ValueError(_EPISODE_TOO_LONG)
+          logging.error(_EPISODE_BYPASSED)
+          skipped += 1
+          skipped_trajectories += len(rows.step_type)
+          continue
+        index = int(block.episode_index)
+        writer.write_episode(rows, start.position(index),
+                             from_item=start.from_item_of(index))
+      progress = writer.close()
   except ReverbTimeoutError as e:
     blocking = capacity.blocking_limiters(infos)
     if blocking:

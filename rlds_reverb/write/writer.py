@@ -159,6 +159,11 @@ class SequenceWriter:
           rows_lib.pad_columns(columns_lib.empty_block(spec_structure), 1),
           'the pad row that ends padded episodes')
 
+  def holding_interrupts(self) -> interrupts.HeldInterrupt:
+    """A context in which Ctrl-C waits for the writer's next check: around a
+    loop of `write_episode` calls, SIGINT's handler is installed once."""
+    return self._held
+
   def write_episode(self, block, episode: Any = None, *,
                     from_item: int = 0) -> None:
     """Appends one episode's rows (a numpy nest, each leaf [T, ...]).
