@@ -8,7 +8,8 @@
               --read ahead (validation.validate)-->               | written
                   malformed / flagged / empty episodes;           | if any
                   items per table -> capacity warnings            | fails
-              --[resume file: skip the episodes it says were confirmed]
+              --[resume file: skip the episodes it says were confirmed,
+                 and the items of the next one an interrupted run confirmed]
               --write.write_trajectories, progress saved at each confirmation
               --> PushResult: confirmed counts, what was skipped, warnings
 
@@ -27,11 +28,13 @@ import dataclasses
 import enum
 import functools
 import math
+import sys
 import warnings
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
+from rlds_reverb import held as held_lib
 from rlds_reverb import resume as resume_lib
 from rlds_reverb import sources
 from rlds_reverb import specs
@@ -50,6 +53,7 @@ from rlds_reverb.write import columns
 from rlds_reverb.write import items as items_lib
 from rlds_reverb.write import push as write_push
 from rlds_reverb.write import server as server_lib
+from rlds_reverb.write import writer as writer_lib
 from rlds_reverb.write.push import PushResult
 from rlds_reverb.write.push import SkippedEpisode
 
@@ -170,6 +174,24 @@ class Plan:
   notes: Tuple[str, ...] = ()
   # The warning of `warnings` about episodes that give no item, if any.
   short_episodes: Optional[str] = None
+  # The positions of the episodes kept (not skipped); None: all of them.
+  kept: Optional[Tuple[int, ...]] = None
+  # What each table held before writing, and the warnings of `warnings`
+  # about items already there (`held`).
+  held: Tuple[held_lib.Held, ...] = ()
+  held_warnings: Tuple[str, ...] = ()
+
+  def position(self, index: int) -> int:
+    """The position in the data of the `index`-th episode kept."""
+    return index if self.kept is None else self.kept[index]
+
+  def state_text(self) -> str:
+    """'815 whole episodes (124,881 items) and 314 items of episode 815'."""
+    state = self.state
+    partial = state.partial_items
+    return writer_lib.contents_text(
+        state.confirmed_episodes, state.confirmed_items, partial,
+        self.position(state.confirmed_episodes) if partial else None)
 
 
 def push(
@@ -199,7 +221,9 @@ def push(
   stride_length, priority, pad/tile per end_of_episode)` would write, without
   a TF-Agents observer; the push returns once the server confirmed them all.
   Capacity problems (a table that would evict, a limiter that would block)
-  are also issued as `CapacityWarning`s.
+  are also issued as `CapacityWarning`s, and a table that already holds
+  items (not this push's own, which a resume file names) as a
+  `TableNotEmptyWarning`: the push adds to them.
 
   Args:
     rlds_data: RLDS episodes (read twice, unless on_invalid='stop').
@@ -217,9 +241,11 @@ def push(
     on_invalid: 'raise', 'skip' or 'stop' (`OnInvalid`).
     resume: a JSON file where progress is saved after each confirmation; run
       again with the same data and arguments, the push skips the episodes it
-      says were confirmed. It must be writable (checked first), and the
-      tables must still hold what it says was confirmed (they count their
-      inserts, a checkpoint restores the count).
+      says were confirmed (after Ctrl-C, also the items of the next episode
+      it confirmed: the rerun continues inside that episode). It must be
+      writable (checked first), and the tables must still hold what it says
+      was confirmed (they count their inserts, a checkpoint restores the
+      count).
     resume_anyway: continue after the episodes the resume file names even
       when a table has lost them (a server restarted empty).
     on_confirmed: called with the writer's `Progress` after each confirmation.
@@ -252,6 +278,8 @@ def push(
     ReverbTimeoutError: the server stopped confirming; says what was.
     tf.errors.InvalidArgumentError: on_invalid='stop' and an episode is
       malformed; a note says what was confirmed before.
+    KeyboardInterrupt: Ctrl-C; a note says exactly what is in the tables
+      ('815 whole episodes (124,881 items) and 314 items of episode 815').
   """
   job = CheckedPush(
       rlds_data, server, tables,
@@ -262,8 +290,12 @@ def push(
       resume_anyway=resume_anyway)
   plan = job.check()
   for message in plan.warnings:
-    category = (ShortEpisodesWarning if message == plan.short_episodes
-                else CapacityWarning)
+    if message == plan.short_episodes:
+      category = ShortEpisodesWarning
+    elif message in plan.held_warnings:
+      category = held_lib.TableNotEmptyWarning
+    else:
+      category = CapacityWarning
     warnings.warn(message, category, stacklevel=2)
   return job.write(on_confirmed)
 
@@ -273,19 +305,30 @@ def push_source(source: Source, server: server_lib.ServerLike,
                 on_invalid: Union[str, OnInvalid] = OnInvalid.RAISE,
                 resume: Optional[str] = None,
                 resume_anyway: bool = False) -> PushResult:
-  """The checked push of a dataset by name (a shard of it): what workers run.
+  """The checked push of a dataset by name (a shard of it).
 
   The resume file, if any, also records the dataset, split and shard.
   """
+  job = source_job(source, server, tables, settings, on_invalid, resume,
+                   resume_anyway)
+  job.check()
+  return job.write()
+
+
+def source_job(source: Source, server: server_lib.ServerLike,
+               tables: Sequence[str], settings: Settings,
+               on_invalid: Union[str, OnInvalid] = OnInvalid.RAISE,
+               resume: Optional[str] = None,
+               resume_anyway: bool = False) -> 'CheckedPush':
+  """The `CheckedPush` of `push_source`, for callers that read its plan
+  (the workers of `push_shards`)."""
   try:
-    job = CheckedPush(source.load(), server, tables, settings,
-                      on_invalid=on_invalid, resume=resume, source=source,
-                      resume_anyway=resume_anyway)
+    return CheckedPush(source.load(), server, tables, settings,
+                       on_invalid=on_invalid, resume=resume, source=source,
+                       resume_anyway=resume_anyway)
   except KeyboardInterrupt as e:  # Opening the data, checking the server.
     e.add_note('Nothing was written.')
     raise
-  job.check()
-  return job.write()
 
 
 class CheckedPush:
@@ -344,7 +387,7 @@ class CheckedPush:
     self._infos = write_push.check_tables(self._client, self._tables, spec,
                                           self._settings.timeout)
     if self._on_invalid is OnInvalid.STOP:
-      plan = Plan((), None, (), self._state(None))
+      plan = self._with_held(Plan((), None, (), self._state(None)), None)
     else:
       plan = self._plan_from(self._read_ahead(on_read))
     self._check_confirmed_kept(plan.state)
@@ -361,7 +404,8 @@ class CheckedPush:
     item_plan = self._settings.item_plan()
     items_of = [len(item_plan.plan(report.lengths[i]).item_ends)
                 for i in to_write]
-    warnings = capacity.warnings_for(self._infos, sum(items_of))
+    warnings = capacity.warnings_for(
+        self._infos, sum(items_of) - self._from_item(state))
     without_items = sum(1 for count in items_of if not count)
     short = None
     if without_items:
@@ -369,8 +413,25 @@ class CheckedPush:
           without_items, len(items_of),
           max(report.lengths[i] for i in to_write))
       warnings.append(short)
-    return Plan(skipped, sum(report.lengths[i] for i in to_write),
-                tuple(warnings), state, short_episodes=short)
+    plan = Plan(skipped, sum(report.lengths[i] for i in to_write),
+                tuple(warnings), state, short_episodes=short,
+                kept=None if len(kept) == report.episodes else tuple(kept))
+    return self._with_held(plan, sum(items_of) - self._from_item(state))
+
+  def _from_item(self, state: resume_lib.State) -> int:
+    """Items per table of the next episode that earlier runs confirmed."""
+    return state.partial_items // len(self._tables)
+
+  def _with_held(self, plan: Plan, adds: Optional[int]) -> Plan:
+    """The plan with what the tables hold now, and a warning per table that
+    holds items not from this push (`held`); `adds` items per table."""
+    if plan.state.complete:
+      adds = 0
+    ours = plan.state.confirmed_items // len(self._tables)
+    helds = held_lib.look(self._infos, ours, adds)
+    texts = held_lib.warnings_for(helds)
+    return dataclasses.replace(plan, warnings=texts + plan.warnings,
+                               held=helds, held_warnings=texts)
 
   def _short_episodes_text(self, short: int, episodes: int,
                            longest: int) -> str:
@@ -422,11 +483,14 @@ class CheckedPush:
     callbacks = [] if on_confirmed is None else [on_confirmed]
     if recorder is not None:
       callbacks.append(recorder.on_confirmed)
+    start = write_push.Start(
+        positions=_positions_from(plan.kept, done),
+        from_item=self._from_item(plan.state))
     try:  # Building the pipeline too: an interrupt there wrote nothing.
       remaining = validation.without_episodes(
           whole_reads.whole(self._data),
           [episode.position for episode in plan.skipped]).skip(done)
-      result = self._write(remaining, callbacks)
+      result = self._write(remaining, callbacks, start)
     except (RldsReverbError, tf.errors.OpError, ValueError,
             KeyboardInterrupt) as e:
       self._note_progress(e, recorder, done)
@@ -437,7 +501,7 @@ class CheckedPush:
         result, skipped_episodes=result.skipped_episodes + len(plan.skipped),
         **found)
 
-  def _write(self, remaining, callbacks) -> PushResult:
+  def _write(self, remaining, callbacks, start) -> PushResult:
     settings = self._settings
     return write_push.write_trajectories(
         remaining, self._client, self._tables,
@@ -448,7 +512,7 @@ class CheckedPush:
         chunk_length=settings.chunk_length,
         on_confirmed=functools.partial(_call_each, callbacks),
         table_infos=self._infos, strict=settings.strict,
-        encoding=self._encoding)
+        encoding=self._encoding, start=start)
 
   def _read_ahead(self, on_read) -> validation.Report:
     """Reads every episode before writing: a corrupt record fails here."""
@@ -499,10 +563,10 @@ class CheckedPush:
         error, '__notes__', None):  # Before the writer had a row.
       error.add_note('Nothing was written.')
     if recorder is not None:
+      saved = dataclasses.replace(self._plan, state=recorder.state)
       error.add_note(
-          f'Progress is saved in {self._resume} '
-          f'({wording.count(recorder.state.confirmed_episodes, "episode")} '
-          f'confirmed in all): run the same push again to continue.')
+          f'Progress is saved in {self._resume}: {saved.state_text()} '
+          f'confirmed in all; run the same push again to continue.')
     if isinstance(error, tf.errors.InvalidArgumentError) and done:
       error.add_note(f'The episode number counts from episode {done}, the '
                      f'first not confirmed before.')
@@ -557,6 +621,14 @@ def skip_reason(position: int, episode: Dict[str, Any],
   if not (problems or flagged or empty):
     return None
   return skipped_episode(position, problems[0] if problems else None, flagged)
+
+
+def _positions_from(kept: Optional[Tuple[int, ...]],
+                    first: int) -> Sequence[int]:
+  """The positions of the kept episodes from the `first`-th on."""
+  if kept is None:
+    return range(first, sys.maxsize)
+  return kept[first:]
 
 
 def _call_each(callbacks, progress) -> None:

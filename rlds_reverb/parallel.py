@@ -5,7 +5,9 @@
          (`checked_push.push_source`, what `rlds-reverb push --shard i/N`
          runs), into server i % S when given S servers
       -> one PushResult, the sum of theirs; or ShardsFailedError naming each
-         failed shard, after every shard ran to its end
+         failed shard, after every shard ran to its end; or, interrupted
+         (Ctrl-C), KeyboardInterrupt with a note per shard saying what it
+         confirmed
 
 Each process has its own interpreter, TensorFlow and Reverb writer (threads
 would share one GIL), so it takes a source that can be opened again by name
@@ -28,8 +30,10 @@ import os
 import signal
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+import warnings
 
 from rlds_reverb import addresses
+from rlds_reverb import held as held_lib
 from rlds_reverb import resume as resume_lib
 from rlds_reverb import wording
 from rlds_reverb.errors import ShardsFailedError
@@ -49,6 +53,12 @@ class ShardOutcome:
   error: Optional[str] = None  # The error's message, one line.
   error_type: Optional[str] = None
   notes: Tuple[str, ...] = ()  # The error's notes (PEP 678), a line each.
+  # What its tables held when it checked them (`held.Held` as dicts).
+  held: Tuple[Dict[str, Any], ...] = ()
+
+  @property
+  def interrupted(self) -> bool:
+    return self.error_type == 'KeyboardInterrupt'
 
 
 def push_shards(dataset: Union[str, Sequence[str]],
@@ -81,11 +91,15 @@ def push_shards(dataset: Union[str, Sequence[str]],
   Returns:
     A `PushResult` whose counts are the sums over shards, whose `seconds` is
     the wall time of the whole run, and whose skipped episodes and warnings
-    name their shard.
+    name their shard. A table that held items before (not from earlier runs
+    of this push) is warned of once (`TableNotEmptyWarning`, and first in
+    `warnings`).
 
   Raises:
     AddressError, ServerUnavailableError: a server address is not HOST:PORT,
       or nothing listens there; before any process starts.
+    KeyboardInterrupt: interrupted (Ctrl-C); a note per shard says what it
+      confirmed (`interrupted_notes`).
     ShardsFailedError: some shard failed; names each, with its error, and
       what the others confirmed. The others ran to their end.
   """
@@ -99,6 +113,15 @@ def push_shards(dataset: Union[str, Sequence[str]],
                         image_fields=(None if image_fields is None
                                       else tuple(image_fields)),
                         **push_options)
+  servers = [server] if isinstance(server, str) else list(server)
+  held = held_warnings(outcomes, servers)
+  for message in held:
+    warnings.warn(message, held_lib.TableNotEmptyWarning, stacklevel=2)
+  if any(outcome.interrupted for outcome in outcomes):
+    error = KeyboardInterrupt()
+    for note in interrupted_notes(outcomes):
+      error.add_note(note)
+    raise error
   failed = [outcome for outcome in outcomes if outcome.result is None]
   if failed:
     done = [outcome.result for outcome in outcomes if outcome.result]
@@ -112,7 +135,8 @@ def push_shards(dataset: Union[str, Sequence[str]],
       seconds=time.perf_counter() - start,
       **{name: total[name] for name in SUMMED},
       skipped=tuple(SkippedEpisode(**episode) for episode in total['skipped']),
-      warnings=tuple(total['warnings']), notes=tuple(total['notes']))
+      warnings=tuple(held) + tuple(total['warnings']),
+      notes=tuple(total['notes']))
 
 
 def run_shards(dataset, server, tables, *, workers: int, split: str = 'train',
@@ -177,13 +201,20 @@ def _interrupt(pool: concurrent.futures.ProcessPoolExecutor) -> None:
 
 def _push_shard(dataset, split, data_dir, shard, server, tables, on_invalid,
                 resume, resume_anyway, push_options) -> ShardOutcome:
-  """In a worker: the shard's checked push; its error as one line."""
+  """In a worker: the shard's checked push; its error as one line.
+
+  What its tables held is for the parent to warn of, once for all shards:
+  its own warning of it is left out.
+  """
   from rlds_reverb import checked_push  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   source = checked_push.Source(dataset, split, data_dir, shard)
+  plan = None
   try:
-    result = checked_push.push_source(
+    job = checked_push.source_job(
         source, server, tables, checked_push.Settings(**push_options),
         on_invalid, resume, resume_anyway)
+    plan = job.check()
+    result = job.write()
   except (Exception, KeyboardInterrupt) as e:  # pylint: disable=broad-except
     interrupted = isinstance(e, KeyboardInterrupt)
     return ShardOutcome(
@@ -191,8 +222,56 @@ def _push_shard(dataset, split, data_dir, shard, server, tables, on_invalid,
         error=wording.one_line(str(e)) or ('interrupted.' if interrupted
                                            else type(e).__name__),
         error_type=type(e).__name__,
-        notes=tuple(wording.one_line(note) for note in getattr(e, '__notes__', ())))
-  return ShardOutcome(source.shard_text(), result=dataclasses.asdict(result))
+        notes=tuple(wording.one_line(note)
+                    for note in getattr(e, '__notes__', ())),
+        held=_held_of(plan))
+  result = dataclasses.replace(result, warnings=tuple(
+      message for message in result.warnings
+      if message not in plan.held_warnings))
+  return ShardOutcome(source.shard_text(), result=dataclasses.asdict(result),
+                      held=_held_of(plan))
+
+
+def _held_of(plan) -> Tuple[Dict[str, Any], ...]:
+  if plan is None:
+    return ()
+  return tuple(dataclasses.asdict(held) for held in plan.held)
+
+
+def held_warnings(outcomes: Sequence[ShardOutcome],
+                  servers: Sequence[str]) -> List[str]:
+  """One warning per table (of each server) that held items before any
+  shard wrote, from the shards' looks (`held.earliest`)."""
+  looks = {}
+  for index, outcome in enumerate(outcomes):
+    server = servers[index % len(servers)]
+    for held in outcome.held:
+      looks.setdefault((server, held['table']), []).append(
+          held_lib.Held(**held))
+  named = len(set(servers)) > 1
+  texts = [held_lib.warning_text(held_lib.earliest(table_looks),
+                                 server if named else None)
+           for (server, _), table_looks in looks.items()]
+  return [text for text in texts if text]
+
+
+def interrupted_notes(outcomes: Sequence[ShardOutcome]) -> List[str]:
+  """A line per shard after Ctrl-C: what it confirmed before the
+  interruption, or that it had finished, or its error."""
+  notes = []
+  for outcome in outcomes:
+    if outcome.interrupted:
+      text = ' '.join(outcome.notes) or 'Nothing was written.'
+    elif outcome.result is not None:
+      result = outcome.result
+      text = (f'finished before the interruption: '
+              f'{wording.count(result["episodes"], "episode")} '
+              f'({wording.count(result["items"], "item")}) confirmed.')
+    else:
+      text = f'{outcome.error_type}: {outcome.error}'
+      text = ' '.join([text, *outcome.notes])
+    notes.append(f'shard {outcome.shard}: {text}')
+  return notes
 
 
 def summed(outcomes: Sequence[ShardOutcome]) -> Dict[str, Any]:

@@ -1,15 +1,21 @@
 """Where a push got to, in a JSON file, so that running it again continues.
 
-    {"key": {...what identifies the push...},
-     "confirmed_episodes": 40, "confirmed_items": 3960, "complete": false}
+    {"key": {...what identifies the push...}, "version": 2,
+     "confirmed_episodes": 40, "confirmed_items": 3960,
+     "partial_items": 12, "complete": false}
 
 The file is rewritten after every confirmation (all items written so far
 acknowledged by the server), atomically: a temporary file, fsync, rename. A
 push killed at any moment leaves the last confirmed count. Run again with the
-same key, it skips that many episodes of its (deterministic) episode stream
-and writes the rest. Episodes written after the last confirmation may be
-written twice: at least once, at most one confirmation interval per process
-(`writer.CONFIRM_EVERY_ROWS` rows, plus the episode that crossed it).
+same key, it skips that many whole episodes of its (deterministic) episode
+stream and writes the rest. `partial_items` (of `confirmed_items`) belong to
+the next episode: a push interrupted by Ctrl-C inside an episode confirms
+what it made of it, and the rerun makes only that episode's other items.
+Episodes written after the last confirmation may be written twice: at least
+once, at most one confirmation interval per process (`writer.
+CONFIRM_EVERY_ROWS` rows, plus the episode that crossed it) after a push is
+killed or its server stops confirming. Files of version 1 (without
+`partial_items`) load with none.
 """
 
 import dataclasses
@@ -20,15 +26,16 @@ from typing import Any, Dict
 from rlds_reverb import files
 from rlds_reverb.errors import ResumeStateError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 @dataclasses.dataclass(frozen=True)
 class State:
   key: Dict[str, Any]
-  confirmed_episodes: int = 0
-  confirmed_items: int = 0
+  confirmed_episodes: int = 0  # Whole episodes.
+  confirmed_items: int = 0  # In all tables, `partial_items` too.
   complete: bool = False
+  partial_items: int = 0  # In all tables, of episode `confirmed_episodes`.
 
 
 def load(path: str, key: Dict[str, Any]) -> State:
@@ -43,7 +50,8 @@ def load(path: str, key: Dict[str, Any]) -> State:
     with open(path, encoding='utf-8') as f:
       saved = json.load(f)
     state = State(saved['key'], int(saved['confirmed_episodes']),
-                  int(saved['confirmed_items']), bool(saved['complete']))
+                  int(saved['confirmed_items']), bool(saved['complete']),
+                  int(saved.get('partial_items', 0)))
   except (OSError, ValueError, KeyError, TypeError) as e:
     raise ResumeStateError(
         f'Resume file {path} is unreadable ({type(e).__name__}: {e}); '
@@ -92,18 +100,23 @@ class Recorder:
     self.state = start
 
   def on_confirmed(self, progress) -> None:
-    """`push`'s `on_confirmed` callback."""
-    self._save(progress.confirmed_episodes, progress.confirmed_items, False)
+    """`push`'s `on_confirmed` callback (a writer's `Progress`)."""
+    partial = progress.confirmed_partial_items
+    if not progress.confirmed_episodes:  # Still in the start's episode.
+      partial += self._start.partial_items
+    self._save(progress.confirmed_episodes, progress.confirmed_items,
+               partial, False)
 
   def finish(self, episodes: int, items: int) -> None:
-    self._save(episodes, items, True)
+    self._save(episodes, items, 0, True)
 
-  def _save(self, episodes: int, items: int, complete: bool) -> None:
+  def _save(self, episodes: int, items: int, partial_items: int,
+            complete: bool) -> None:
     self.state = dataclasses.replace(
         self._start,
         confirmed_episodes=self._start.confirmed_episodes + episodes,
         confirmed_items=self._start.confirmed_items + items,
-        complete=complete)
+        partial_items=partial_items, complete=complete)
     save(self._path, self.state)
 
 

@@ -228,16 +228,24 @@ def test_malformed_episode_fails_the_pipeline_naming_it(dirs, address):
 
 
 def test_episode_i_goes_to_server_i_mod_s(dirs, server):
+  """The first server's table already holds an episode: the launcher warns
+  of it once, before the pipeline writes (`TableNotEmptyWarning`)."""
   second = reverb_tables.start_server([reverb_tables.fifo_table(
       'a', reverb.Client(reverb_tables.address(server)).server_info(
           timeout=10)['a'].signature)])
   try:
     reverb.Client(reverb_tables.address(server)).reset('a')
     servers = [reverb_tables.address(server), reverb_tables.address(second)]
-    result = rlds_beam.push(dirs['data'], servers, 'a', parts_per_file=2)
+    seed = EPISODES[:1]
+    rlds_reverb.push(rlds_data.as_rlds(seed), servers[0], 'a')
+    held = (f"table 'a' at {servers[0]} already holds "
+            f'{len(seed[0]["reward"]) - 1} items; this push adds to them')
+    with pytest.warns(rlds_reverb.TableNotEmptyWarning, match=held):
+      result = rlds_beam.push(dirs['data'], servers, 'a', parts_per_file=2)
     assert result.episodes == len(EPISODES)
+    assert result.warnings == (held,)
     assert [reverb_tables.drained_pairs(s, 'a') for s in servers] == [
-        reverb_tables.observation_pairs(EPISODES[0::2]),
+        reverb_tables.observation_pairs(EPISODES[0::2] + seed),
         reverb_tables.observation_pairs(EPISODES[1::2])]
   finally:
     second.stop()

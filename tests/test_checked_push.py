@@ -113,6 +113,72 @@ def test_resume_file_continues_a_push_and_rejects_another(address, tmp_path):
                      sequence_length=3, resume=str(state_path))
 
 
+def _resume_state(path, **fields):
+  """The resume file at `path`, its counts replaced (as a push interrupted
+  or killed, or an older version, leaves it)."""
+  state = json.loads(path.read_text())
+  state.update(fields)
+  path.write_text(json.dumps(state))
+
+
+def test_a_resume_file_of_version_1_still_loads(address, tmp_path):
+  """Files written before `partial_items` existed: no partial episode."""
+  state_path = tmp_path / 'state.json'
+  rlds_reverb.push(rlds_data.as_rlds(CLEAN), address, 'a',
+                   resume=str(state_path))
+  reverb_tables.drain(address, 'a')
+  state = json.loads(state_path.read_text())
+  del state['partial_items']
+  state.update(version=1, confirmed_episodes=1, confirmed_items=2,
+               complete=False)
+  state_path.write_text(json.dumps(state))
+  rest = rlds_reverb.push(rlds_data.as_rlds(CLEAN), address, 'a',
+                          resume=str(state_path))
+  assert (rest.episodes, rest.resumed_after_episodes) == (2, 1)
+  assert (reverb_tables.drained_pairs(address, 'a') ==
+          reverb_tables.observation_pairs(CLEAN[1:]))
+  saved = json.loads(state_path.read_text())
+  assert (saved['version'], saved['partial_items'], saved['complete']) == (
+      2, 0, True)
+
+
+# Episode 0 has 7 steps; `done` of its items are in the table already.
+INSIDE_CASES = {
+    # name: (sequence_length, stride, end_of_episode, done)
+    'pairs': (2, 1, 'drop', 1),
+    'stride_padded': (3, 2, 'pad', 1),
+    'tiled_into_the_pad_rows': (3, 1, 'tile', 5),
+    'every_item_done': (2, 1, 'drop', 6),
+}
+INSIDE_EPISODES = [rlds_data.flat_episode(7, seed=60),
+                   rlds_data.flat_episode(2, seed=61),
+                   rlds_data.flat_episode(5, seed=62)]
+
+
+@pytest.mark.parametrize('length, stride, end, done', INSIDE_CASES.values(),
+                         ids=INSIDE_CASES.keys())
+def test_a_resumed_push_continues_inside_the_episode(address, tmp_path, length,
+                                                     stride, end, done):
+  """A resume file with items of the next episode (what Ctrl-C leaves): the
+  rerun makes only that episode's other items, from the rows they need
+  (pad rows too), then the rest: together, a clean push's items, in order."""
+  state_path = tmp_path / 'state.json'
+  settings = dict(sequence_length=length, stride_length=stride,
+                  end_of_episode=end)
+  data = rlds_data.as_rlds(INSIDE_EPISODES)
+  rlds_reverb.push(data, address, 'a', resume=str(state_path), **settings)
+  clean = reverb_tables.drain_flat(address, 'a')
+  _resume_state(state_path, confirmed_episodes=0, confirmed_items=done,
+                partial_items=done, complete=False)
+  rest = rlds_reverb.push(data, address, 'a', resume=str(state_path),
+                          **settings)
+  assert rest.items == len(clean) - done
+  assert rest.resumed_after_episodes == 0
+  reverb_tables.assert_same_flat_items(reverb_tables.drain_flat(address, 'a'),
+                                       clean[done:])
+  assert json.loads(state_path.read_text())['complete']
+
+
 def test_capacity_problems_are_warnings(address):
   with pytest.warns(rlds_reverb.CapacityWarning) as warned:
     result = rlds_reverb.push(rlds_data.as_rlds(CLEAN), address, 'small')

@@ -21,6 +21,7 @@ EXPORTED = [
     'OnInvalid',
     'CapacityWarning',
     'ShortEpisodesWarning',
+    'TableNotEmptyWarning',
     'PushResult',
     'SkippedEpisode',
     'EndOfEpisode',

@@ -5,12 +5,16 @@ Each case runs the real command against a Reverb server subprocess
   * the push never hangs, and a failure is one line naming what and where;
   * a success means every item is in the table;
   * with --resume, a push killed by SIGKILL and run again loses no episode
-    and writes again at most what was in flight after the last confirmation.
+    and writes again at most what was in flight after the last confirmation;
+  * Ctrl-C inside an episode says exactly what is in the table (whole
+    episodes, and items of the next), and a --resume rerun continues inside
+    that episode: every item once.
 """
 
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -20,6 +24,7 @@ import numpy as np
 import pytest
 import reverb
 
+import rlds_reverb
 from rlds_reverb import wording
 from rlds_reverb.write import writer as writer_lib
 from tests import reverb_tables
@@ -32,13 +37,24 @@ from tests.test_cli import CLEAN, HANG_GUARD_S, error_lines, run_cli, write_tfds
 LONG = [rlds_data.flat_episode(250, seed=100 + i, terminal=i % 2 == 0)
         for i in range(120)]
 POLL_S = 0.01
+# Episodes long enough that Ctrl-C, sent a quarter into the second, lands
+# inside it: thousands of rows of margin, however loaded the machine.
+INSIDE = [rlds_data.flat_episode(8000, seed=300 + i) for i in range(3)]
+INSIDE_SENT_AT = len(INSIDE[0]['reward']) - 1 + 2000  # Items in the table.
+# 'Written and confirmed before the interruption: W whole episodes (I items)
+# and P items of episode E' (the last part only when P > 0).
+CONFIRMED = re.compile(
+    r'Written and confirmed before the interruption: ([\d,]+) whole '
+    r'episodes? \(([\d,]+) items?\)(?: and ([\d,]+) items? of episode '
+    r'(\d+))?, in table replay at ')
 
 
 @pytest.fixture(scope='module')
 def dirs(tmp_path_factory):
   root = tmp_path_factory.mktemp('tfds')
   return {'clean': write_tfds(root, 'clean_rlds', CLEAN),
-          'long': write_tfds(root, 'long_rlds', LONG)}
+          'long': write_tfds(root, 'long_rlds', LONG),
+          'inside': write_tfds(root, 'inside_rlds', INSIDE)}
 
 
 def _start_push(*args):
@@ -80,7 +96,7 @@ def test_unreachable_server_fails_within_timeout_naming_it(dirs,
 # --timeout, naming the table, in the default tier's
 # test_blocking_rate_limiter_warns_then_fails_after_timeout[ratio] (the same
 # flush deadline), and says what was confirmed and where progress is saved in
-# test_ctrl_c_mid_push_says_what_was_confirmed_and_resumes.
+# test_ctrl_c_inside_an_episode_says_what_is_in_the_table_and_resumes.
 @pytest.mark.slow
 def test_server_killed_mid_push_fails_naming_confirmed_episodes(dirs, tmp_path):
   state_path = tmp_path / 'state.json'
@@ -98,14 +114,15 @@ def test_server_killed_mid_push_fails_naming_confirmed_episodes(dirs, tmp_path):
   confirmed = state['confirmed_episodes']
   assert 0 < confirmed < len(LONG)
   assert f'did not confirm items for table \'replay\' within 3 s' in line
-  assert f'Confirmed before: {wording.count(confirmed, "episode")}' in line
+  assert (f'Confirmed before: {wording.count(confirmed, "whole episode")} '
+          f'({wording.count(state["confirmed_items"], "item")}).') in line
   assert f'Progress is saved in {state_path}' in line
 
 
 # Slow tier: a crash test (two pushes of 30,000 steps). The default tier
 # resumes after an interruption mid-push without losing an episode in
-# test_ctrl_c_mid_push_says_what_was_confirmed_and_resumes, and from the state a
-# killed push leaves in test_checked_push's resume tests.
+# test_ctrl_c_inside_an_episode_says_what_is_in_the_table_and_resumes, and
+# from the state a killed push leaves in test_checked_push's resume tests.
 @pytest.mark.slow
 def test_killed_push_resumes_without_losing_an_episode(dirs, tmp_path):
   """SIGKILL mid-push, run again: every item there, repeats bounded."""
@@ -290,8 +307,11 @@ def test_ctrl_c_while_a_rate_limiter_blocks_ends_the_push(dirs, data):
   stderr = _interrupt_blocked_push(dirs[data])
   [line] = error_lines(stderr)
   assert line.startswith('rlds-reverb: error: interrupted'), line
-  assert 'Confirmed before: 0 episodes, 0 items.' in line, line
-  assert 'may or may not be in the table' in line, line
+  assert 'Confirmed before: 0 whole episodes (0 items).' in line, line
+  # Which episodes the items that may or may not be there belong to.
+  assert re.search(r'The [\d,]+ items? written after those \(of episodes? '
+                   r'0( to \d+)?\) (was|were) not confirmed and may or may '
+                   r'not be in the table', line), line
   assert 'Traceback' not in stderr
 
 
@@ -347,36 +367,124 @@ def test_bad_input_is_one_line_and_writes_nothing(dirs, tmp_path):
       assert info[table].current_size == 0, (dataset, line)
 
 
-def test_ctrl_c_mid_push_says_what_was_confirmed_and_resumes(dirs, tmp_path):
-  """A healthy server: the interrupted push confirms what it wrote, says so,
-  saves it, and the same command continues without losing an episode."""
+def _inside_tables(dataset: str):
+  """A server process with fifo tables 'replay' and 'clean' for `dataset`."""
+  return ServerProcess([{'name': name, 'kind': 'fifo', 'signed_for': dataset}
+                        for name in ('replay', 'clean')])
+
+
+def _number(text) -> int:
+  return int((text or '0').replace(',', ''))
+
+
+def _confirmed_counts(text: str):
+  """(whole episodes, their items, items of the next, its position) that an
+  interrupted push's line says it confirmed; None if it wrote nothing."""
+  if 'Nothing was written.' in text:
+    return None
+  match = CONFIRMED.search(text)
+  assert match, text
+  episode = None if match[4] is None else int(match[4])
+  return (_number(match[1]), _number(match[2]), _number(match[3]), episode)
+
+
+def _items_in_whole_episodes(episodes, count: int) -> int:
+  return sum(len(episode['reward']) - 1 for episode in episodes[:count])
+
+
+def _flat_keys(items):
+  """Each item (flat leaves, `drain_flat`) as bytes: for exact comparison."""
+  return [tuple(leaf.tobytes() for leaf in item) for item in items]
+
+
+def _clean_push_keys(address: str, dataset: str):
+  """The items a push of `dataset` from the start leaves, in order."""
+  rlds_reverb.push(rlds_reverb.load(dataset), address, 'clean')
+  return _flat_keys(reverb_tables.drain_flat(address, 'clean'))
+
+
+def test_ctrl_c_inside_an_episode_says_what_is_in_the_table_and_resumes(
+    dirs, tmp_path):
+  """Ctrl-C a quarter into the second episode, on a healthy server: the line
+  names the whole episodes and the items of the next that the table holds,
+  exactly; the --resume rerun continues inside that episode, and the table
+  then holds a clean push's items, each once, in the same order."""
   state_path = tmp_path / 'state.json'
-  args = ['--dataset', dirs['long'], '--table', 'replay', '--resume',
+  args = ['--dataset', dirs['inside'], '--table', 'replay', '--resume',
           state_path]
-  with ServerProcess([{'name': 'replay', 'kind': 'fifo',
-                       'signed_for': dirs['long']}]) as server:
+  with _inside_tables(dirs['inside']) as server:
     push = _start_push('--server', server.address, *args)
-    _wait_for_confirmed(state_path, push)
+    _wait_for_size(server.address, 'replay', INSIDE_SENT_AT, push)
     push.send_signal(signal.SIGINT)
     _, stderr = push.communicate(timeout=HANG_GUARD_S)
     assert push.returncode == 130, stderr
     [line] = error_lines(stderr)
-    state = json.loads(state_path.read_text())
-    episodes, items = state['confirmed_episodes'], state['confirmed_items']
-    assert 0 < episodes < len(LONG) and not state['complete']
-    assert line.startswith(
-        f'rlds-reverb: error: interrupted. Written and confirmed before the '
-        f'interruption: {wording.count(episodes, "episode")} '), line
-    assert (f'Progress is saved in {state_path} '
-            f'({wording.count(episodes, "episode")} confirmed in all)') in line
-    # The episode in progress may have confirmed items of its own.
     held = reverb_tables.table_size(reverb.Client(server.address), 'replay')
-    assert items <= held < items + 250
+    whole = 1  # The first episode; the interruption came inside the second.
+    whole_items = _items_in_whole_episodes(INSIDE, whole)
+    partial = held - whole_items
+    assert 0 < partial < len(INSIDE[1]['reward']) - 1, (held, line)
+    contents = (f'{wording.count(whole, "whole episode")} '
+                f'({wording.count(whole_items, "item")}) and '
+                f'{wording.count(partial, "item")} of episode {whole}')
+    assert line == (
+        f'rlds-reverb: error: interrupted. Written and confirmed before the '
+        f'interruption: {contents}, in table replay at {server.address}. '
+        f'Progress is saved in {state_path}: {contents} confirmed in all; '
+        f'run the same push again to continue.')
+    state = json.loads(state_path.read_text())
+    assert (state['confirmed_episodes'], state['confirmed_items'],
+            state['partial_items'], state['complete']) == (
+                whole, held, partial, False)
+
     again = run_cli('push', '--server', server.address, *args, '--json')
     assert again.returncode == 0, again.stderr
-    assert json.loads(again.stdout)['resumed_after_episodes'] == episodes
-    drained = reverb_tables.drained_pairs(server.address, 'replay')
-  assert set(drained) == set(reverb_tables.observation_pairs(LONG))
+    assert (f'resuming from {state_path} after {contents} confirmed' in
+            again.stderr)
+    assert 'already holds' not in again.stderr  # Its own items: expected.
+    assert json.loads(again.stdout)['resumed_after_episodes'] == whole
+    pushed = _flat_keys(reverb_tables.drain_flat(server.address, 'replay'))
+    clean = _clean_push_keys(server.address, dirs['inside'])
+  assert len(pushed) == len(clean)
+  assert pushed[:held] == clean[:held]  # What the line said was there.
+  assert pushed == clean  # Every item once, in order: nothing written twice.
+
+
+# Slow tier: three command runs with two worker processes each. The default
+# tier has the line of an interrupted --workers push in test_ctrl_c_with_
+# workers_interrupts_each_and_says_what_it_confirmed, and the rerun inside an
+# episode in test_ctrl_c_inside_an_episode_says_what_is_in_the_table_and_
+# resumes (one process: each worker runs the same push on its shard).
+@pytest.mark.slow
+def test_ctrl_c_with_workers_says_what_each_confirmed_and_resumes(
+    dirs, tmp_path):
+  """--workers 2 on a healthy server: each worker's counts add up to what
+  the table holds; rerun with --resume, every item is there once."""
+  state_path = tmp_path / 'state.json'
+  args = ['--dataset', dirs['inside'], '--table', 'replay', '--resume',
+          state_path, '--workers', '2']
+  with _inside_tables(dirs['inside']) as server:
+    push = _start_push('--server', server.address, *args)
+    _wait_for_size(server.address, 'replay', 4000, push)
+    push.send_signal(signal.SIGINT)
+    _, stderr = push.communicate(timeout=HANG_GUARD_S)
+    assert push.returncode == 130, stderr
+    [line] = error_lines(stderr)
+    assert line.startswith('rlds-reverb: error: interrupted. shard 0/2: '), line
+    held = reverb_tables.table_size(reverb.Client(server.address), 'replay')
+    shards = line.split('interrupted. ', 1)[1].split(' | ')
+    assert [text.split(':')[0] for text in shards] == ['shard 0/2',
+                                                       'shard 1/2'], line
+    counts = [_confirmed_counts(text) for text in shards]
+    assert held == sum(items + partial for _, items, partial, _ in
+                       filter(None, counts)), line
+
+    again = run_cli('push', '--server', server.address, *args)
+    assert again.returncode == 0, again.stderr
+    assert 'already holds' not in again.stderr
+    pushed = _flat_keys(reverb_tables.drain_flat(server.address, 'replay'))
+    clean = _clean_push_keys(server.address, dirs['inside'])
+  assert sorted(pushed) == sorted(clean)  # As multisets: every item once.
 
 
 def test_ctrl_c_with_workers_interrupts_each_and_says_what_it_confirmed(
@@ -388,13 +496,16 @@ def test_ctrl_c_with_workers_interrupts_each_and_says_what_it_confirmed(
   assert line.endswith(' | Without --resume, running this push again writes '
                        'it all again; with --resume FILE, progress is saved '
                        'at each confirmation and a rerun continues.'), line
-  assert line.startswith('rlds-reverb: error: 2 of 2 workers failed: '), line
-  shards = line.split('workers failed: ', 1)[1].split(' | ')[:2]
+  # An interruption, as one push reports it (exit 130, checked above), not
+  # failed workers: what each shard wrote and confirmed.
+  assert line.startswith('rlds-reverb: error: interrupted. shard 0/2: '), line
+  assert 'workers failed' not in line, line
+  shards = line.split('interrupted. ', 1)[1].split(' | ')[:2]
   for shard, text in zip(('0/2', '1/2'), shards):
-    assert text.startswith(f'shard {shard}: interrupted. '), line
+    assert text.startswith(f'shard {shard}: '), line
     # Blocked (the queue is full), stopped before its first confirmation or
     # before it wrote anything.
-    assert ('Confirmed before: 0 episodes, 0 items.' in text or
-            'Written and confirmed before the interruption: 0 episodes' in
-            text or text.endswith('Nothing was written.')), text
+    assert ('Confirmed before: 0 whole episodes (0 items).' in text or
+            'Written and confirmed before the interruption: 0 whole '
+            'episodes' in text or text.endswith('Nothing was written.')), text
   assert 'Traceback' not in stderr

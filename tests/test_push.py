@@ -263,8 +263,8 @@ def test_episode_too_long_raises_tf_agents_error(make_server):
                                                            bypass=False))
   assert str(error.value) == EPISODE_TOO_LONG
   assert error.value.__notes__ == [
-      f'Written and confirmed before this error: 2 episodes (2 items) to '
-      f'table ours at {client.server_address}.']
+      f'Written and confirmed before this error: 2 whole episodes (2 '
+      f'items), in table ours at {client.server_address}.']
   expected = take_all(server, 'tfa')
   assert len(expected) == 2
   assert same_items(expected, take_all(server, 'ours'))
@@ -688,15 +688,21 @@ def test_script_that_caught_a_timeout_exits(timed_out_pushes, bundled_pairs,
   code, report, stderr = timed_out_pushes[case]
   assert code == 0, f'exit code {code} (None: hung); stderr:\n{stderr[-3000:]}'
   message = report['message']
-  confirmed = int(re.search(r'Confirmed before: \d+ episodes?, (\d+) items?',
-                            message)[1])
-  unconfirmed = int(re.search(
-      r'The (\d+) items? written after those (?:was|were) not confirmed and '
-      r'may or may not be in the table', message)[1])
+  confirmed = _number(re.search(
+      r'Confirmed before: [\d,]+ whole episodes? \(([\d,]+) items?\)',
+      message)[1])
+  unconfirmed = _number(re.search(
+      r'The ([\d,]+) items? written after those(?: \(of episodes? [^)]*\))? '
+      r'(?:was|were) not confirmed and may or may not be in the table',
+      message)[1])
   held = report['observations']
   assert held == bundled_pairs[:len(held)]  # The data's first items, in order.
   assert confirmed <= len(held) <= confirmed + unconfirmed
   assert (confirmed > 0) == (case[0] == 5000)
+
+
+def _number(text: str) -> int:
+  return int(text.replace(',', ''))
 
 
 def test_stopped_server_is_unavailable(make_server):
@@ -754,8 +760,8 @@ def test_malformed_episode_keeps_confirmed_prefix(make_server, api):
   assert 'Terminal step must be the last step of an episode.' in message
   assert '(episode 2, step 1)' in message
   assert error.value.__notes__ == [
-      f'Written and confirmed before this error: 2 episodes (5 items) to '
-      f'table ours at {client.server_address}.']
+      f'Written and confirmed before this error: 2 whole episodes (5 '
+      f'items), in table ours at {client.server_address}.']
   expected = take_all(server, 'tfa')
   assert len(expected) == 5
   assert same_items(expected, take_all(server, 'ours'))

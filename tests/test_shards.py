@@ -6,6 +6,10 @@ real table after pushing through N worker processes.
 """
 
 import json
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 import reverb
@@ -14,6 +18,8 @@ import rlds_reverb
 from rlds_reverb import specs
 from tests import reverb_tables
 from tests import rlds_data
+from tests.server_process import ServerProcess
+from tests.test_cli import HANG_GUARD_S
 from tests.test_cli import error_lines, run_cli, run_cli_here, write_tfds
 
 # 7 episodes of 2..8 steps: shards of 2 and 3 are uneven.
@@ -180,3 +186,51 @@ def test_default_timeout_is_the_push_one():
   from rlds_reverb import parallel  # pylint: disable=g-import-not-at-top
   from rlds_reverb.write import push  # pylint: disable=g-import-not-at-top
   assert parallel.DEFAULT_TIMEOUT_S == push.DEFAULT_TIMEOUT_S
+
+
+# A script calling push_shards, as users write one (spawned workers need the
+# main guard); prints what the KeyboardInterrupt of Ctrl-C carries.
+INTERRUPTED_SCRIPT = """
+import sys
+import rlds_reverb
+
+if __name__ == '__main__':
+  try:
+    rlds_reverb.push_shards(sys.argv[1], sys.argv[2], 'queue', workers=2,
+                            timeout=600)
+  except KeyboardInterrupt as interrupt:
+    print('KeyboardInterrupt', *interrupt.__notes__, sep='\\n', flush=True)
+"""
+
+
+# Slow tier: a script with two worker processes. The default tier has the
+# same notes (`parallel.interrupted_notes`) on the command line in
+# test_faults.test_ctrl_c_with_workers_interrupts_each_and_says_what_it_
+# confirmed.
+@pytest.mark.slow
+def test_ctrl_c_of_push_shards_raises_keyboard_interrupt_per_shard(
+    dataset_dir, tmp_path):
+  """Ctrl-C is an interruption from Python too: KeyboardInterrupt, a note
+  per shard saying what it confirmed, not ShardsFailedError."""
+  script = tmp_path / 'push_script.py'
+  script.write_text(INTERRUPTED_SCRIPT)
+  with ServerProcess([{'name': 'queue', 'kind': 'queue', 'size': 3}]) as server:
+    child = subprocess.Popen(
+        [sys.executable, str(script), dataset_dir, server.address],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    client = reverb.Client(server.address)
+    deadline = time.monotonic() + HANG_GUARD_S
+    while reverb_tables.table_size(client, 'queue') < 3:  # Now it waits.
+      assert child.poll() is None, child.communicate()
+      assert time.monotonic() < deadline, 'the queue never filled up'
+      time.sleep(0.01)
+    child.send_signal(signal.SIGINT)
+    stdout, stderr = child.communicate(timeout=HANG_GUARD_S)
+  lines = stdout.splitlines()
+  assert lines[:1] == ['KeyboardInterrupt'], (stdout, stderr)
+  assert [line.split(':')[0] for line in lines[1:]] == ['shard 0/2',
+                                                        'shard 1/2'], stdout
+  assert any('may or may not be in the table' in line or
+             'Written and confirmed before the interruption' in line
+             for line in lines[1:]), stdout

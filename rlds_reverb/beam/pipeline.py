@@ -5,6 +5,8 @@
            | ReadEpisodes(SRC, split)        record-file parts, in parallel
            | WriteToReverb(servers, tables)  confirmed per bundle
       -> run, wait -> the committed counters as one PushResult
+Before it runs, on a local runner, a table that already holds items is
+warned of (`rlds_reverb.held`).
 
 What `rlds-reverb push --runner` runs. A failed pipeline is one
 `PipelineFailedError` line naming the runner and the first error a worker
@@ -16,16 +18,21 @@ import json
 import re
 import time
 from typing import Optional, Sequence, Tuple, Union
+import warnings
 
 import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from rlds_reverb import addresses
+from rlds_reverb import held as held_lib
 from rlds_reverb.beam import read
 from rlds_reverb.beam import write
 from rlds_reverb.errors import PipelineFailedError
+from rlds_reverb.errors import RldsReverbError
+from rlds_reverb.write import items as items_lib
 from rlds_reverb.write import push as write_push
+from rlds_reverb.write import server as server_lib
 from rlds_reverb.write.push import PushResult
 from rlds_reverb.write.push import SkippedEpisode
 
@@ -65,7 +72,8 @@ def push(src: Union[str, Sequence[str]], server: Union[str, Sequence[str]],
     A `PushResult` of the committed counters (a retried bundle counts once,
     though the table may hold its first attempt's items too); `seconds` is
     the pipeline's wall time; `skipped` the episodes left out; `notes` the
-    fields read otherwise than stored.
+    fields read otherwise than stored; `warnings` the tables that held
+    items before (on a local runner; also `TableNotEmptyWarning`s).
 
   Raises:
     AddressError: a server address is not HOST:PORT; ServerUnavailableError:
@@ -74,8 +82,11 @@ def push(src: Union[str, Sequence[str]], server: Union[str, Sequence[str]],
     SourceError, StepSpecError: while building the pipeline.
     PipelineFailedError: the pipeline failed; says why.
   """
-  _check_servers(server, runner, push_options.get(
-      'timeout', write_push.DEFAULT_TIMEOUT_S))
+  timeout_s = push_options.get('timeout', write_push.DEFAULT_TIMEOUT_S)
+  _check_servers(server, runner, timeout_s)
+  held = _held_warnings(server, tables, runner, timeout_s)
+  for message in held:
+    warnings.warn(message, held_lib.TableNotEmptyWarning, stacklevel=2)
   episodes = read.ReadEpisodes(src, split, data_dir,
                                parts_per_file=parts_per_file, strict=strict,
                                images=images, image_format=image_format,
@@ -89,7 +100,7 @@ def push(src: Union[str, Sequence[str]], server: Union[str, Sequence[str]],
   result = _run(pipeline, runner)
   return dataclasses.replace(
       _result_of(result.metrics(), time.perf_counter() - start),
-      notes=tuple(episodes.step_format.notes()))
+      notes=tuple(episodes.step_format.notes()), warnings=held)
 
 
 def _check_servers(server: Union[str, Sequence[str]], runner: str,
@@ -106,6 +117,33 @@ def _check_servers(server: Union[str, Sequence[str]], runner: str,
   if runner in LOCAL_RUNNERS:
     for address in dict.fromkeys(servers):
       addresses.check_reachable(address, timeout_s)
+
+
+def _held_warnings(server: Union[str, Sequence[str]],
+                   tables: Union[str, Sequence[str]], runner: str,
+                   timeout_s: float) -> Tuple[str, ...]:
+  """A warning per table that already holds items, looked at once, before
+  the pipeline starts (`rlds_reverb.held`).
+
+  On a local runner only (a remote runner's servers may be out of reach
+  here); a server or table that does not answer is left to the workers'
+  `setup`, which says why in the pipeline's error.
+  """
+  if runner not in LOCAL_RUNNERS:
+    return ()
+  servers = list(dict.fromkeys([server] if isinstance(server, str)
+                               else server))
+  texts = []
+  for address in servers:
+    try:
+      client, _ = server_lib.connect(address)
+      infos = server_lib.table_infos(client, address,
+                                     items_lib.table_names(tables), timeout_s)
+    except RldsReverbError:
+      continue
+    texts += held_lib.warnings_for(held_lib.look(infos),
+                                   address if len(servers) > 1 else None)
+  return tuple(texts)
 
 
 def _run(pipeline: beam.Pipeline, runner: str):

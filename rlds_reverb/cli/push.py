@@ -49,7 +49,10 @@ slicing, exact to the episode). '--chunk-length' changes how the server
 stores the items (memory, sampling speed), never the items themselves.
 With '--resume FILE', progress is saved after
 each confirmation; the same command run again continues where the server
-last confirmed, writing at most the episodes in flight again.
+last confirmed (after Ctrl-C, inside the episode it interrupted: every item
+once), writing again at most the episodes in flight when a push was killed.
+A table that already holds items is warned of before writing; the push adds
+to them.
 '--runner' runs the push as an Apache Beam pipeline (pip install
 "rlds_reverb[beam]"): each episode is checked as it is read, episode I goes
 to the I % S-th '--server', and a retried bundle may be written twice.
@@ -193,6 +196,8 @@ def push_nstep(args: argparse.Namespace) -> dict:
       discount=args.gamma, priority=args.priority, timeout=args.timeout,
       chunk_length=push_shared.settings_of(args)['chunk_length'],
       strict=args.strict, **options.image_options(args))
+  for message in result.warnings:  # Tables that held items before.
+    output.note(f'warning: {message}')
   return push_shared.summary_of(result)
 
 
@@ -254,9 +259,8 @@ def _note_plan(plan, resume_path) -> None:
   """What the checks found, on stderr, before anything is written."""
   push_shared.note_found({'warnings': plan.warnings, 'notes': plan.notes,
                           'skipped': [vars(e) for e in plan.skipped]})
-  done = plan.state.confirmed_episodes
   if plan.state.complete:
     output.note(f'{resume_path} says this push is complete; nothing to do')
-  elif done:
-    confirmed = wording.count(done, 'confirmed episode')
-    output.note(f'resuming from {resume_path} after {confirmed}')
+  elif plan.state.confirmed_items or plan.state.confirmed_episodes:
+    output.note(f'resuming from {resume_path} after {plan.state_text()} '
+                f'confirmed')

@@ -3,8 +3,10 @@
     rlds-reverb push ... --workers 2
       -> parallel.run_shards: processes running checked_push.push_source on
          shard 0/2 and 1/2 (with --resume S.json: S.0-of-2.json, S.1-of-2.json)
+      -> a warning per table that held items before any shard wrote (once)
       -> each shard's warnings and skipped episodes, prefixed with its shard
-      -> the sum of their counts, or each failure's error line
+      -> the sum of their counts, or each failure's error line; interrupted
+         (Ctrl-C), 'interrupted.' and what each shard confirmed, exit 130
 
 The library runs the shards (`rlds_reverb.parallel`, what `push_shards`
 runs); this module prints. Workers run to their end even when another
@@ -15,6 +17,7 @@ imports no TensorFlow: the workers have the cores to themselves.
 
 import argparse
 import time
+from typing import Optional
 
 from rlds_reverb import wording
 from rlds_reverb.cli import output
@@ -29,19 +32,19 @@ def run(args: argparse.Namespace) -> int:
       split=args.split, data_dir=args.data_dir, on_invalid=args.on_invalid,
       resume=args.resume, resume_anyway=args.resume_anyway,
       **push_shared.settings_of(args))
+  for message in parallel.held_warnings(outcomes, args.server):
+    output.note(f'warning: {message}')
   done = [outcome for outcome in outcomes if outcome.result is not None]
   for outcome in done:
     _note(outcome)
   total = parallel.summed(outcomes)
   output.note_data(total['notes'])
+  if any(outcome.interrupted for outcome in outcomes):
+    raise output.CliError(_interrupted_text(outcomes, args.resume),
+                          output.EXIT_INTERRUPTED)
   failed = [outcome for outcome in outcomes if outcome.result is None]
   if failed:
-    interrupted = any(o.error_type == 'KeyboardInterrupt' for o in failed)
-    text = _failure_text(failed, done, args.workers)
-    if interrupted and not args.resume:
-      text = f'{text} | {push_shared.NO_RESUME_HINT}'
-    raise output.CliError(
-        text, output.EXIT_INTERRUPTED if interrupted else output.EXIT_FAILURE)
+    raise output.CliError(_failure_text(failed, done, args.workers))
   summary = push_shared.summary_of({
       **total,
       # The workers push at the same time: the longest one's push time.
@@ -50,6 +53,15 @@ def run(args: argparse.Namespace) -> int:
   summary['workers'] = args.workers
   push_shared.print_summary(summary, args.json)
   return output.EXIT_OK
+
+
+def _interrupted_text(outcomes, resume: Optional[str]) -> str:
+  """'interrupted.', then what each shard confirmed, as one push says it."""
+  from rlds_reverb import parallel  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  parts = parallel.interrupted_notes(outcomes)
+  if not resume:
+    parts.append(push_shared.NO_RESUME_HINT)
+  return f'interrupted. {" | ".join(parts)}'
 
 
 def _failure_text(failed, done, workers: int) -> str:

@@ -14,12 +14,14 @@ checked push's (`rlds_reverb.checked_push`), which calls `write_trajectories`.
 import dataclasses
 import time
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
+import warnings
 
 from absl import logging
 import tensorflow as tf
 from tf_agents.replay_buffers import reverb_utils
 
 from rlds_reverb import convert
+from rlds_reverb import held as held_lib
 from rlds_reverb import specs
 from rlds_reverb.convert import encoded
 from rlds_reverb.convert import nstep
@@ -60,6 +62,25 @@ class SkippedEpisode:
 
 
 @dataclasses.dataclass(frozen=True)
+class Start:
+  """Where a write begins in a push's data: for a push that continues one.
+
+  `positions[i]` is the position in the whole data of the i-th episode
+  written (None: i), for messages. The first episode's first `from_item`
+  items per table are in the tables already (an interrupted push confirmed
+  them): only its others are made, from the rows they reference.
+  """
+  positions: Optional[Sequence[int]] = None
+  from_item: int = 0
+
+  def position(self, index: int) -> int:
+    return index if self.positions is None else self.positions[index]
+
+  def from_item_of(self, index: int) -> int:
+    return self.from_item if index == 0 else 0
+
+
+@dataclasses.dataclass(frozen=True)
 class PushResult:
   """What a push wrote; every item counted here was confirmed by the server."""
   episodes: int
@@ -97,6 +118,7 @@ def write_trajectories(
     table_infos: Optional[Dict[str, Any]] = None,
     strict: bool = False,
     encoding: Optional[encoded.Encoding] = None,
+    start: Start = Start(),
 ) -> PushResult:
   """Writes `rlds_data` as fixed-length trajectory items, reading it once.
 
@@ -105,8 +127,9 @@ def write_trajectories(
   a TF-Agents observer. `rlds_reverb.push` (`checked_push`) checks the data
   first, then calls this; the arguments are its own, plus `table_infos`: the
   tables' `TableInfo`s from `check_tables`, when the caller has just checked
-  them (else they are checked here), and `encoding`: the fields `rlds_data`
-  holds encoded (`convert.encoded.prepare` made it), None for raw images.
+  them (else they are checked here), `encoding`: the fields `rlds_data`
+  holds encoded (`convert.encoded.prepare` made it), None for raw images,
+  and `start`: where `rlds_data` begins in a push that continues (`Start`).
 
   Returns:
     A `PushResult`, once the server has confirmed every item.
@@ -126,7 +149,7 @@ def write_trajectories(
       sequence_length, stride_length, end_of_episode)
   return _push(rlds_data, client, address, tables, item_plan, priority,
                policy_info_fn, timeout, on_confirmed, chunk_length,
-               table_infos, strict, encoding)
+               table_infos, strict, encoding, start=start)
 
 
 def push_nstep_transitions(
@@ -152,7 +175,9 @@ def push_nstep_transitions(
   spec with its image fields stored encoded, `specs.encoded`).
   `trajectories` in the result counts transitions; `chunk_length`,
   `strict`, `images`, `image_format` and `image_fields` are as for `push`.
-  Raises as `push`.
+  A table that already holds items is warned of before writing
+  (`TableNotEmptyWarning`, and in the result's `warnings`). Raises as
+  `push`.
   """
   tables = items_lib.table_names(tables)
   client, address = server_lib.connect(server)
@@ -165,9 +190,13 @@ def push_nstep_transitions(
       client, tables, spec, items_lib.TransitionItems(), priority, address,
       timeout, chunk_length=chunk_length, on_confirmed=on_confirmed)
   infos = _check_tables(client, address, tables, spec, timeout)
+  held = held_lib.warnings_for(held_lib.look(infos))
+  for message in held:  # The data is read once: what it adds is not known.
+    warnings.warn(message, held_lib.TableNotEmptyWarning, stacklevel=2)
   result = _write_blocks(blocks, _transitions_of, writer, None, infos,
                          address)
-  return dataclasses.replace(result, notes=tuple(step_format.notes()))
+  return dataclasses.replace(result, notes=tuple(step_format.notes()),
+                             warnings=held)
 
 
 def push_rlds_to_reverb(
@@ -249,7 +278,7 @@ def _named(step_format, encoding):
 def _push(rlds_data, client, address, tables, item_plan, priority,
           policy_info_fn, timeout_s, on_confirmed,
           chunk_length=None, infos=None, strict=False,
-          encoding=None) -> PushResult:
+          encoding=None, *, start=Start()) -> PushResult:
   step_format = _named(specs.step_format(rlds_data, strict), encoding)
   spec = specs.trajectory_spec(step_format.spec, policy_info_fn)
   # Checks chunk_length before the server is asked.
@@ -263,7 +292,7 @@ def _push(rlds_data, client, address, tables, item_plan, priority,
   episode_items = (item_plan if isinstance(item_plan, items_lib.EpisodeItems)
                    else None)
   result = _write_blocks(blocks, _trajectory_of, writer, episode_items, infos,
-                         address)
+                         address, start=start)
   return dataclasses.replace(result, notes=tuple(step_format.notes()))
 
 
@@ -323,29 +352,33 @@ def append_trajectories(rlds_data: tf.data.Dataset,
   i-th episode of `rlds_data` in the whole dataset, for error messages.
   """
   blocks = convert.trajectory_blocks(rlds_data)
-  for block in _fixed_pipeline(blocks).as_numpy_iterator():
-    writer.write_episode(block.trajectory, positions[block.episode_index])
+  with writer.holding_interrupts():
+    for block in _fixed_pipeline(blocks).as_numpy_iterator():
+      writer.write_episode(block.trajectory, positions[block.episode_index])
 
 
 def _write_blocks(blocks, rows_of_block, writer, episode_items, infos,
-                  address) -> PushResult:
+                  address, *, start: Start = Start()) -> PushResult:
   """Writes every block; on a failure, confirms what was written, says so."""
-  start = time.perf_counter()
+  started = time.perf_counter()
   tables = list(infos)
   skipped = skipped_trajectories = 0
   try:
-    for block in _fixed_pipeline(blocks).as_numpy_iterator():
-      rows = rows_of_block(block)
-      if episode_items is not None and not episode_items.fits(
-          len(rows.step_type)):
-        if not episode_items.bypass_partial_episodes:
-          raise ValueError(_EPISODE_TOO_LONG)
-        logging.error(_EPISODE_BYPASSED)
-        skipped += 1
-        skipped_trajectories += len(rows.step_type)
-        continue
-      writer.write_episode(rows, block.episode_index)
-    progress = writer.close()
+    with writer.holding_interrupts():  # Ctrl-C lands where counts are exact.
+      for block in _fixed_pipeline(blocks).as_numpy_iterator():
+        rows = rows_of_block(block)
+        if episode_items is not None and not episode_items.fits(
+            len(rows.step_type)):
+          if not episode_items.bypass_partial_episodes:
+            raise ValueError(_EPISODE_TOO_LONG)
+          logging.error(_EPISODE_BYPASSED)
+          skipped += 1
+          skipped_trajectories += len(rows.step_type)
+          continue
+        index = int(block.episode_index)
+        writer.write_episode(rows, start.position(index),
+                             from_item=start.from_item_of(index))
+      progress = writer.close()
   except ReverbTimeoutError as e:
     blocking = capacity.blocking_limiters(infos)
     if blocking:
@@ -358,11 +391,16 @@ def _write_blocks(blocks, rows_of_block, writer, episode_items, infos,
   finally:
     writer.stop()  # Ctrl-C too: an open Reverb writer can hang at exit.
   return PushResult(progress.episodes, progress.trajectories, progress.items,
-                    time.perf_counter() - start, skipped, skipped_trajectories)
+                    time.perf_counter() - started, skipped,
+                    skipped_trajectories)
 
 
 def _note_written(error: Exception, writer, tables, address) -> None:
-  """Confirms what was written before `error` and says so on it."""
+  """Confirms what was written before `error` and says so on it.
+
+  Exactly: '815 whole episodes (124,881 items) and 314 items of episode
+  815', when the interruption came inside an episode.
+  """
   from rlds_reverb import wording  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   where = (f'{wording.noun(len(tables), "table")} {", ".join(tables)} at '
            f'{address}')
@@ -370,12 +408,12 @@ def _note_written(error: Exception, writer, tables, address) -> None:
   before = 'the interruption' if interrupted else 'this error'
   try:  # Ctrl-C asks to stop: a blocked server is not waited for long.
     progress = writer.confirm(INTERRUPTED_CONFIRM_S if interrupted else None)
-    error.add_note(
-        f'Written and confirmed before {before}: '
-        f'{wording.count(progress.confirmed_episodes, "episode")} '
-        f'({wording.count(progress.confirmed_items, "item")}) to {where}.')
+    error.add_note(f'Written and confirmed before {before}: '
+                   f'{progress.confirmed_text()}, in {where}.')
   except Exception as flush_error:  # pylint: disable=broad-except
-    error.add_note(
-        f'Written before {before}: '
-        f'{wording.count(writer.progress.episodes, "episode")} to {where}; '
-        f'confirming failed: {flush_error}')
+    progress = writer.progress
+    written = writer_lib.contents_text(progress.episodes, progress.items,
+                                       progress.partial_items,
+                                       progress.position)
+    error.add_note(f'Written before {before}: {written}, to {where}; '
+                   f'confirming failed: {flush_error}')

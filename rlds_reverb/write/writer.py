@@ -8,6 +8,11 @@ server; only `flush(timeout_ms=...)` does. So `SequenceWriter`:
   * confirms everything (flush to zero pending) at the latest every
     `CONFIRM_EVERY_ROWS` rows, at an episode end, and at `close`, so the
     episodes confirmed so far are known (`confirmed_episodes`);
+  * counts, exactly, the items of the episode in progress (`Progress.
+    partial_items`): Ctrl-C waits while a row's items are made and counted
+    (`interrupts`), so a confirmation after it says which items of that
+    episode are in the tables, and a resumed push continues after them
+    (`write_episode(..., from_item=k)`);
   * turns a flush timeout into `ReverbTimeoutError` naming tables, address
     and what was confirmed, and closes the Reverb writer: left open, its
     destructor would wait without end (at interpreter exit too) for items a
@@ -49,6 +54,7 @@ from rlds_reverb.errors import RldsReverbError
 from rlds_reverb.specs import encoded as encoded_spec
 from rlds_reverb.write import chunks
 from rlds_reverb.write import columns as columns_lib
+from rlds_reverb.write import interrupts
 from rlds_reverb.write import items as items_lib
 from rlds_reverb.write import reverb_cpp
 from rlds_reverb.write import rows as rows_lib
@@ -60,12 +66,43 @@ WAIT_SLICE_MS = 250
 
 @dataclasses.dataclass
 class Progress:
-  """Counts of a push; `confirmed_*` are what the server has acknowledged."""
+  """Counts of a push; `confirmed_*` are what the server has acknowledged.
+
+  `episodes` counts whole episodes; `items` also counts `partial_items`, the
+  items made so far of the episode in progress (at position `position`).
+  A confirmation copies them: `confirmed_partial_items` of the
+  `confirmed_items` belong to that episode, not to a whole one (only a
+  confirmation forced mid-episode, after Ctrl-C, has any).
+  """
   episodes: int = 0
   trajectories: int = 0
   items: int = 0
   confirmed_episodes: int = 0
   confirmed_items: int = 0
+  partial_items: int = 0
+  confirmed_partial_items: int = 0
+  # The position (in the data) of the episode begun last.
+  position: Optional[int] = None
+
+  def confirmed_text(self) -> str:
+    """'815 whole episodes (124,881 items) and 314 items of episode 815'."""
+    return contents_text(self.confirmed_episodes, self.confirmed_items,
+                         self.confirmed_partial_items, self.position)
+
+
+def contents_text(episodes: int, items: int, partial_items: int = 0,
+                  position: Optional[int] = None) -> str:
+  """What a push put in the tables: whole episodes, and items of the next.
+
+  `items` counts every item, `partial_items` those of the episode at
+  `position`, which is not whole.
+  """
+  text = (f'{wording.count(episodes, "whole episode")} '
+          f'({wording.count(items - partial_items, "item")})')
+  if partial_items:
+    of = 'the next episode' if position is None else f'episode {position}'
+    text += f' and {wording.count(partial_items, "item")} of {of}'
+  return text
 
 
 class SequenceWriter:
@@ -111,6 +148,9 @@ class SequenceWriter:
     self._failure = None  # The ReverbTimeoutError that ended this writer.
     self._unflushed_items = 0
     self._unconfirmed_rows = 0
+    self._held = interrupts.HeldInterrupt()
+    # The position of the first episode begun since the last confirmation.
+    self._unconfirmed_from = None
     self.progress = Progress()
     if getattr(item_plan, 'end_of_episode', None) not in (
         None, items_lib.EndOfEpisode.DROP):
@@ -119,25 +159,39 @@ class SequenceWriter:
           rows_lib.pad_columns(columns_lib.empty_block(spec_structure), 1),
           'the pad row that ends padded episodes')
 
-  def write_episode(self, block, episode: Any = None) -> None:
+  def holding_interrupts(self) -> interrupts.HeldInterrupt:
+    """A context in which Ctrl-C waits for the writer's next check: around a
+    loop of `write_episode` calls, SIGINT's handler is installed once."""
+    return self._held
+
+  def write_episode(self, block, episode: Any = None, *,
+                    from_item: int = 0) -> None:
     """Appends one episode's rows (a numpy nest, each leaf [T, ...]).
 
-    `episode` (its position in the data) names it in errors.
+    `episode` (its position in the data) names it in errors and counts.
+    `from_item` > 0 continues an episode whose first `from_item` items (per
+    table) an earlier push confirmed: only the rows the others reference are
+    appended, and only the others are made.
     """
-    columns = rows_lib.flat_columns(block)
-    num_steps = len(columns[0])
-    self._check_frames(columns, episode)
-    plan = self._plan.plan(num_steps)
-    if plan.num_pad_rows:
-      pad = rows_lib.pad_columns(block, plan.num_pad_rows)
-      pad = self._with_blank_frames(pad, columns)
-      columns = [np.concatenate([c, p]) for c, p in zip(columns, pad)]
-    self._prepare(columns, episode)
-    num_rows = len(columns[0])
-    if len(plan.item_ends):  # pylint: disable=g-explicit-length-test
-      self._append_rows(columns, plan.item_ends,
-                        self._plan.item_length(num_steps))
-    self._episode_done(num_steps, num_rows)
+    with self._held:
+      columns = rows_lib.flat_columns(block)
+      num_steps = len(columns[0])
+      self._check_frames(columns, episode)
+      plan = self._plan.plan(num_steps)
+      if plan.num_pad_rows:
+        pad = rows_lib.pad_columns(block, plan.num_pad_rows)
+        pad = self._with_blank_frames(pad, columns)
+        columns = [np.concatenate([c, p]) for c, p in zip(columns, pad)]
+      self._prepare(columns, episode)
+      self.progress.position = None if episode is None else int(episode)
+      if self._unconfirmed_from is None:
+        self._unconfirmed_from = self.progress.position
+      length = self._plan.item_length(num_steps)
+      columns, item_ends = _rows_from(columns, plan.item_ends[from_item:],
+                                      length)
+      if len(item_ends):  # pylint: disable=g-explicit-length-test
+        self._append_rows(columns, item_ends, length)
+      self._episode_done(num_steps, len(columns[0]))
 
   def _check_frames(self, columns, episode) -> None:
     """Encoded frames whose headers do not fit the table: refused before
@@ -165,17 +219,22 @@ class SequenceWriter:
     """Blocks until the server confirmed every item written so far.
 
     Ends Reverb's episode: the open chunks are finalized. `timeout_s`
-    (default: the writer's) bounds the wait, e.g. after Ctrl-C.
+    (default: the writer's) bounds the wait, e.g. after Ctrl-C. Confirmed
+    mid-episode (after Ctrl-C), the writer takes no more rows of it.
     """
-    if self._writer is not None or self._failure is not None:
-      self._wait(self._end_episode, timeout_s)
-    self._unflushed_items = 0
-    self._unconfirmed_rows = 0
-    self.progress.confirmed_episodes = self.progress.episodes
-    self.progress.confirmed_items = self.progress.items
-    if self._on_confirmed is not None:
-      self._on_confirmed(dataclasses.replace(self.progress))
-    return self.progress
+    with self._held:
+      if self._writer is not None or self._failure is not None:
+        self._wait(self._end_episode, timeout_s)
+      self._unflushed_items = 0
+      self._unconfirmed_rows = 0
+      self._unconfirmed_from = None
+      progress = self.progress
+      progress.confirmed_episodes = progress.episodes
+      progress.confirmed_items = progress.items
+      progress.confirmed_partial_items = progress.partial_items
+      if self._on_confirmed is not None:
+        self._on_confirmed(dataclasses.replace(progress))
+      return progress
 
   def close(self) -> Progress:
     """Confirms everything, then closes the Reverb writer (also on failure)."""
@@ -242,6 +301,7 @@ class SequenceWriter:
     squeeze, priority = self._squeeze, self._priority
     window = collections.deque(maxlen=length)  # The last rows' references.
     rows = enumerate(zip(zip(*columns), ends_item, flush_after), start=1)
+    held = self._held
     created = 0
     try:
       for rows_done, (row, ends, flush) in rows:
@@ -252,12 +312,20 @@ class SequenceWriter:
             create(table, priority, item, squeeze)
             created += 1
         if flush:  # Counted first: a timeout says how many are unconfirmed.
-          self.progress.items += created
+          self._count_items(created)
           created = 0
           self._flush_closed_chunks(rows_done)
+        if held.pending and rows_done < num_rows:  # The last: episode done.
+          self._count_items(created)
+          created = 0
+          held.check()
     finally:  # Counted as made: what `confirm` then says is confirmed.
-      self.progress.items += created
+      self._count_items(created)
     self._rows_in_chunks += num_rows
+
+  def _count_items(self, made: int) -> None:
+    self.progress.items += made
+    self.progress.partial_items += made
 
   def _flush_points(self, made: np.ndarray) -> np.ndarray:
     """Rows after which to flush, given the items made by each row's end."""
@@ -281,6 +349,7 @@ class SequenceWriter:
   def _episode_done(self, num_trajectories: int, num_rows: int) -> None:
     self.progress.episodes += 1
     self.progress.trajectories += num_trajectories
+    self.progress.partial_items = 0
     self._unconfirmed_rows += num_rows
     if self._unconfirmed_rows >= CONFIRM_EVERY_ROWS:
       self.confirm()
@@ -308,6 +377,7 @@ class SequenceWriter:
         return
       except reverb.errors.DeadlineExceededError as e:
         if left_ms > WAIT_SLICE_MS:
+          self._held.check()
           continue
         self.stop()
         self._failure = ReverbTimeoutError(self._timeout_text(timeout_s))
@@ -327,18 +397,36 @@ class SequenceWriter:
   def _confirmed_text(self) -> str:
     """What was confirmed, and what may or may not be in the tables."""
     progress = self.progress
-    text = (f'Confirmed before: '
-            f'{wording.count(progress.confirmed_episodes, "episode")}, '
-            f'{wording.count(progress.confirmed_items, "item")}.')
+    text = f'Confirmed before: {progress.confirmed_text()}.'
     unconfirmed = progress.items - progress.confirmed_items
     if unconfirmed:
       text += (
-          f' The {wording.count(unconfirmed, "item")} written after those '
+          f' The {wording.count(unconfirmed, "item")} written after those'
+          f'{self._unconfirmed_episodes_text()} '
           f'{wording.noun(unconfirmed, "was", "were")} not confirmed and may '
           f'or may not be in the '
           f'{wording.noun(len(self._tables), "table")}: the writer was '
           f'closed, and the server may still insert those it had received.')
     return text
+
+  def _unconfirmed_episodes_text(self) -> str:
+    """' (of episode 815)', ' (of episodes 815 to 820)', or ''."""
+    first, last = self._unconfirmed_from, self.progress.position
+    if first is None or last is None:
+      return ''
+    if first == last:
+      return f' (of episode {first})'
+    return f' (of episodes {first} to {last})'
+
+
+def _rows_from(columns: Sequence[np.ndarray], item_ends: np.ndarray,
+               length: int):
+  """The rows from the first that the items ending at `item_ends` reference,
+  and those ends counted from there; all rows if the ends start the plan."""
+  if not len(item_ends):  # pylint: disable=g-explicit-length-test
+    return columns, item_ends
+  first = max(int(item_ends[0]) - length + 1, 0)
+  return [column[first:] for column in columns], item_ends - first
 
 
 def _place(episode: Any) -> str:

@@ -1,0 +1,63 @@
+"""Ctrl-C held until the writer's counts match what it handed to Reverb.
+
+Python raises `KeyboardInterrupt` between any two bytecodes, most often just
+after a C call returns: after Reverb's `create_item` made an item, before the
+writer counted it. The count would then be one short of what the table gets,
+and a resumed push would write that item again. So while `SequenceWriter`
+writes, SIGINT only sets a flag, and the writer raises `KeyboardInterrupt`
+itself where its counts are whole (`check`):
+
+    with held:                      SIGINT -> held.pending = True
+      append a row, make its items, count them
+      held.check()                  -> KeyboardInterrupt, counts exact
+      wait for the server (a slice)
+      held.check()
+                                    on the way out: raised if still pending
+
+Re-entrant: the outermost `with` installs the handler and restores it, so
+a push holds SIGINT once around its loop over episodes, not once per
+episode (two `signal.signal` calls cost microseconds; a row tens). Only
+Python's default handler is replaced, and only in the main thread (the one
+signals reach): a handler of the program's own is left alone.
+"""
+
+import signal
+import threading
+
+
+class HeldInterrupt:
+  """A re-entrant context in which SIGINT waits for `check()`."""
+
+  def __init__(self):
+    self.pending = False
+    self._depth = 0
+    self._previous = None
+
+  def __enter__(self) -> 'HeldInterrupt':
+    self._depth += 1
+    if self._depth == 1 and _default_handler_here():
+      self._previous = signal.signal(signal.SIGINT, self._hold)
+    return self
+
+  def __exit__(self, exc_type, exc_value, traceback) -> None:
+    self._depth -= 1
+    if not self._depth and self._previous is not None:
+      signal.signal(signal.SIGINT, self._previous)
+      self._previous = None
+    if exc_type is None:  # A SIGINT held in there is raised on the way out.
+      self.check()
+
+  def check(self) -> None:
+    """Raises the held `KeyboardInterrupt`, if SIGINT came."""
+    if self.pending:
+      self.pending = False
+      raise KeyboardInterrupt
+
+  def _hold(self, signum, frame) -> None:
+    del signum, frame
+    self.pending = True
+
+
+def _default_handler_here() -> bool:
+  return (threading.current_thread() is threading.main_thread() and
+          signal.getsignal(signal.SIGINT) is signal.default_int_handler)
