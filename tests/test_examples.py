@@ -85,9 +85,9 @@ def halfcheetah_data_dir(tmp_path_factory) -> pathlib.Path:
 def test_seed_replay_buffer_pushes_and_samples_the_bundled_data():
   result = run_example('seed_replay_buffer.py', '--batch-size', 8)
   assert result.returncode == 0, result.stderr
-  assert (f'pushed {BUNDLED_EPISODES} episodes, {BUNDLED_STEPS} steps, '
-          f'{BUNDLED_ITEMS} items') in result.stdout
-  assert f'table size {BUNDLED_ITEMS}\n' in result.stdout
+  assert (f'pushed {BUNDLED_EPISODES:,} episodes, {BUNDLED_STEPS:,} steps, '
+          f'{BUNDLED_ITEMS:,} items') in result.stdout
+  assert f'table size {BUNDLED_ITEMS:,}\n' in result.stdout
   for line in ('batch step_type: int32[8, 2]',
                'batch observation: float32[8, 2, 4]',
                'batch action: int64[8, 2]',
@@ -260,9 +260,9 @@ def test_seed_sac_table_from_a_halfcheetah_shaped_directory(
   assert result.returncode == 0, result.stderr
   lines = result.stdout.splitlines()
   assert ('pushed 3 episodes, '
-          f'{HALFCHEETAH_STEPS} steps, {HALFCHEETAH_ITEMS} items') in (
+          f'{HALFCHEETAH_STEPS:,} steps, {HALFCHEETAH_ITEMS:,} items') in (
               result.stdout)
-  assert f'table sac_experience size {HALFCHEETAH_ITEMS}' in lines
+  assert f'table sac_experience size {HALFCHEETAH_ITEMS:,}' in lines
   assert ('batch observation [4, 2, 17], action [4, 2, 6], reward [4, 2], '
           'discount [4, 2]') in lines
   losses = [float(m[1]) for m in re.finditer(

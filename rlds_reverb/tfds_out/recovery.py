@@ -175,7 +175,7 @@ def _ranges(indices: Sequence[int]) -> str:
       runs[-1][1] = index
     else:
       runs.append([index, index])
-  return ', '.join(f'{a:,}' if a == b else f'{a:,}-{b:,}' for a, b in runs)
+  return ', '.join(f'{a}' if a == b else f'{a}-{b}' for a, b in runs)
 
 
 def _unregistered_shards(directory: str, name: str, split: str,
@@ -193,8 +193,8 @@ def _unregistered_shards(directory: str, name: str, split: str,
   if extra != tuple(range(registered, registered + len(extra))):
     raise DatasetDirectoryError(
         f'{directory}: shard files {", ".join(map(str, extra))} do not '
-        f'follow the {registered} registered shards of split {split!r} '
-        f'without a gap; they are not what a writer left.')
+        f'follow the {wording.count(registered, "registered shard")} of split '
+        f'{split!r} without a gap; they are not what a writer left.')
   return extra
 
 
