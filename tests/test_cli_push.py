@@ -37,7 +37,7 @@ USAGE_CASES = {
         '--parts-per-file needs --runner'),
     'two_servers_one_process': (
         ['--server', 'h:1', '--server', 'h:2'],
-        'several --server need --workers or --runner, which spread the data '
+        'Several --server need --workers or --runner, which spread the data '
         'over them'),
     'workers_and_shard': (
         ['--server', 'h:1', '--workers', '2', '--shard', '0/2'],

@@ -9,6 +9,7 @@ interpreter, as a user's script does; stderr is read whole.
 
 import importlib
 import os
+import pathlib
 import pkgutil
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import pytest
 from rlds_reverb.tfds_out import EpisodeWriter
 from tests import rlds_dirs
 
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 # Imported by TF-Agents' own __init__, which reading and recovering do not need.
 TF_AGENTS_AND_WHAT_IT_PULLS = ('tf_agents', 'gym', 'tensorflow_probability')
 REPORT = ('import sys; print(sorted(m for m in {names!r} if m in sys.modules))')
@@ -29,6 +31,8 @@ def imported(code: str, names, tmp_path) -> subprocess.CompletedProcess:
   user's script has them); prints which of `names` it imported."""
   environment = dict(os.environ)
   environment.pop('TF_CPP_MIN_LOG_LEVEL', None)
+  environment['PYTHONPATH'] = os.pathsep.join(  # This checkout's package.
+      filter(None, [str(ROOT), environment.get('PYTHONPATH')]))
   return subprocess.run(
       [sys.executable, '-c', f'{code}\n{REPORT.format(names=names)}'],
       capture_output=True, text=True, env=environment, cwd=tmp_path,

@@ -427,6 +427,6 @@ def test_offline_table_that_removes_sampled_items(replay):
     rlds_reverb.mixed_replay(replay.buffer('consumed'),
                              replay.buffer('online'), 0.5, 4)
   assert str(error.value) == (
-      "The offline table 'consumed' removes an item after 1 samples, so "
+      "The offline table 'consumed' removes an item after 1 sample, so "
       'mixed replay would drain the RLDS data; use max_times_sampled=0 '
       '(mixed_replay_tables does).')

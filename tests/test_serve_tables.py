@@ -161,7 +161,7 @@ def _rss_bytes(pid: int) -> int:
 
 def test_stop_names_what_each_table_discards(served):
   infos = reverb.Client(served.address).server_info(timeout=30)
-  held = ', '.join(f'{infos[name].current_size} items of table {name!r}'
+  held = ', '.join(f'{infos[name].current_size:,} items of table {name!r}'
                    for name in NAMES)
   assert served.stop(signal.SIGTERM) == 0, served.stderr()
   assert served.stderr().splitlines()[-1] == (
