@@ -206,9 +206,9 @@ def _not_http2_answer(connection: socket.socket,
 
 
 def _may_be_settings_frame(answer: bytes) -> bool:
-  """Whether `answer` is empty or begins as the header of a SETTINGS frame on
-  stream 0 (length: 3 bytes, type: 1, flags: 1, stream: 4, its top bit
-  reserved) begins."""
+  """Whether `answer` is empty, or as far as it goes the header of a
+  SETTINGS frame on stream 0 (length: 3 bytes, type: 1, flags: 1, stream:
+  4, its top bit reserved)."""
   header = answer[:_FRAME_HEADER]
   if len(header) > 3 and header[3] != _SETTINGS:
     return False

@@ -137,11 +137,11 @@ def test_offline_to_online_dqn_quick_compares_three_variants(tmp_path):
     reached = [steps for steps, value in run['curve'] if value >= 475]
     assert run['steps_to_goal'] == (reached[0] if reached else None)
     line = re.search(rf'^{variant} +seed 0 done in \d+ s; items in the '
-                     r'tables: offline (\d+), online (\d+)$', result.stdout,
-                     re.MULTILINE)
+                     r'tables: offline ([\d,]+), online ([\d,]+)$',
+                     result.stdout, re.MULTILINE)
     assert line, result.stdout
-    assert run['table_sizes'] == {'offline': int(line[1]),
-                                  'online': int(line[2])}
+    assert run['table_sizes'] == {'offline': int(line[1].replace(',', '')),
+                                  'online': int(line[2].replace(',', ''))}
   # The offline tables hold exactly the RLDS data, after training on it;
   # online tables got the collected steps (seeded: after the RLDS data).
   sizes = {variant: runs[0]['table_sizes']
@@ -178,15 +178,16 @@ def assert_recording_holds_the_online_phase(directory, collected_items,
   """--record: the online phase's episodes (the last one cut, written as
   truncated), in steps as many as the observer's 2-step items show."""
   line = re.search(rf'^{variant} +seed 0 \S*/{variant}_seed0: '
-                   r'recorded (\d+) episodes, (\d+) steps \((\d) truncated '
-                   r'at close\); the split has \1 episodes\.$', stdout,
-                   re.MULTILINE)
+                   r'recorded ([\d,]+) episodes?, ([\d,]+) steps \((\d) '
+                   r'truncated at close\); the split has \1 episodes?\.$',
+                   stdout, re.MULTILINE)
   assert line, stdout
   episodes = list(tfds.builder_from_directory(str(directory)).as_dataset(
       split='train'))
   lengths = [int(e['episode_length']) for e in episodes]
   assert [int(e['episode_id']) for e in episodes] == list(range(len(lengths)))
-  assert (len(lengths), sum(lengths)) == (int(line[1]), int(line[2]))
+  assert (len(lengths), sum(lengths)) == (int(line[1].replace(',', '')),
+                                          int(line[2].replace(',', '')))
   # PyDriver's step budget does not count boundary trajectories: one per
   # episode more (the one cut at close gets its final observation's step).
   # Each episode of T RLDS steps gave T - 1 items, but the one cut: T - 2.

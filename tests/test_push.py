@@ -688,11 +688,12 @@ def test_script_that_caught_a_timeout_exits(timed_out_pushes, bundled_pairs,
   code, report, stderr = timed_out_pushes[case]
   assert code == 0, f'exit code {code} (None: hung); stderr:\n{stderr[-3000:]}'
   message = report['message']
-  confirmed = int(re.search(r'Confirmed before: \d+ episodes?, (\d+) items?',
-                            message)[1])
+  confirmed = int(re.search(
+      r'Confirmed before: [\d,]+ episodes?, ([\d,]+) items?',
+      message)[1].replace(',', ''))
   unconfirmed = int(re.search(
-      r'The (\d+) items? written after those (?:was|were) not confirmed and '
-      r'may or may not be in the table', message)[1])
+      r'The ([\d,]+) items? written after those (?:was|were) not confirmed '
+      r'and may or may not be in the table', message)[1].replace(',', ''))
   held = report['observations']
   assert held == bundled_pairs[:len(held)]  # The data's first items, in order.
   assert confirmed <= len(held) <= confirmed + unconfirmed
