@@ -405,7 +405,7 @@ def run_variant(variant: str, seed: int, dataset: Sequence[str],
     experiment.close()
   seconds = time.perf_counter() - started
   print(f'{label} done in {seconds:.0f} s; items in the tables: '
-        + ', '.join(f'{table} {size}' for table, size in sizes.items()))
+        + ', '.join(f'{table} {size:,}' for table, size in sizes.items()))
   offline_return = None if variant == 'scratch' else curve[0][1]
   return Run(variant, seed, offline_return, curve, sizes, seconds)
 

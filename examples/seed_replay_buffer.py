@@ -50,9 +50,9 @@ def seed_and_sample(dataset: str, batch_size: int) -> None:
     client = reverb.Client(f'localhost:{server.port}')
     result = rlds_reverb.push(episodes, client, TABLE,
                               sequence_length=SEQUENCE_LENGTH)
-    print(f'pushed {result.episodes} episodes, {result.trajectories} steps, '
-          f'{result.items} items in {result.seconds:.2f} s')
-    print(f'table size {client.server_info()[TABLE].current_size}')
+    print(f'pushed {result.episodes:,} episodes, {result.trajectories:,} '
+          f'steps, {result.items:,} items in {result.seconds:.2f} s')
+    print(f'table size {client.server_info()[TABLE].current_size:,}')
 
     replay_buffer = reverb_replay_buffer.ReverbReplayBuffer(
         spec, TABLE, sequence_length=SEQUENCE_LENGTH, local_server=server)

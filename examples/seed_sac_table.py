@@ -152,9 +152,9 @@ def run(args: argparse.Namespace) -> int:
     client = reverb.Client(f'localhost:{server.port}')
     result = rlds_reverb.push(episodes, client, TABLE,
                               sequence_length=SEQUENCE_LENGTH)
-    print(f'pushed {result.episodes} episodes, {result.trajectories} steps, '
-          f'{result.items} items in {result.seconds:.1f} s')
-    print(f'table {TABLE} size {client.server_info()[TABLE].current_size}')
+    print(f'pushed {result.episodes:,} episodes, {result.trajectories:,} '
+          f'steps, {result.items:,} items in {result.seconds:.1f} s')
+    print(f'table {TABLE} size {client.server_info()[TABLE].current_size:,}')
 
     agent = make_sac_agent(time_step_spec, action_spec) if (
         args.train_steps > 0) else None

@@ -5,7 +5,12 @@
                     refused, unresolvable, no route  -> ServerUnavailableError
                                                         at once
                     no answer within the timeout     -> ServerUnavailableError
-                    connected                        -> the caller asks Reverb
+                    connected: gRPC's HTTP/2 preface sent, the answer read
+                      (a few seconds at most)
+                      not an HTTP/2 SETTINGS frame   -> ServerUnavailableError
+                                                        ("did not answer as a
+                                                        Reverb server")
+                      a SETTINGS frame, or nothing   -> the caller asks Reverb
 
     port --check_port_free--> AddressError if out of range or already served
 
@@ -15,6 +20,9 @@ nobody listens on was found only when `server_info` gave up after its whole
 timeout. And gRPC opens server ports with SO_REUSEPORT, so a second
 `reverb.Server` on a port that another Reverb server holds starts without a
 word, and clients then reach either one: pushes land on both servers.
+Another service on the port (an HTTP/1 server, `python3 -m http.server`)
+made gRPC wait for its whole deadline too: it answers gRPC's first bytes
+with its own error page, which gRPC does not report; the probe reads it.
 
 Plain sockets only: the command line checks addresses before it imports
 TensorFlow, and `--workers` before it spawns a process.
@@ -40,8 +48,18 @@ _CERTAIN = {errno.ECONNREFUSED: 'the connection was refused (nothing '
                                 'listens on that port)',
             errno.ENETUNREACH: 'the network is unreachable',
             errno.EHOSTUNREACH: 'no route to the host'}
-# `_connect_problem`'s answer for a connect that timed out.
+# `_connect`'s problem for a connect that timed out.
 _NO_ANSWER = 'no answer'
+# What an HTTP/2 client sends first (RFC 9113, 3.4): the preface, then a
+# SETTINGS frame (here empty: a 9-byte header, type 4, stream 0). An HTTP/2
+# server, as gRPC's, answers with a SETTINGS frame of its own.
+_HTTP2_PREFACE = b'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n' + bytes(
+    [0, 0, 0, 4, 0, 0, 0, 0, 0])
+_FRAME_HEADER = 9
+_SETTINGS = 4
+# How long the probe waits for the answer: a server answers the preface at
+# once; one that does not is left to the caller's deadline.
+PROBE_S = 3.0
 # What gRPC reads to send its connections through a proxy, and to skip it.
 _PROXY_VARIABLES = ('grpc_proxy', 'https_proxy', 'http_proxy')
 _NO_PROXY_VARIABLES = ('no_grpc_proxy', 'no_proxy')
@@ -101,53 +119,110 @@ def _malformed(address: str, what: str, reason: str) -> AddressError:
 
 def check_reachable(address: str, timeout_s: float,
                     what: str = 'server address') -> None:
-  """Fails at once if nothing can serve at `address`; else returns.
+  """Fails at once if no Reverb server can serve at `address`; else returns.
 
   A TCP connect, as gRPC's first step: a refused connection, a host that
   does not resolve or cannot be routed to is certain now, and gRPC would only
   retry until its deadline. A connect that gets no answer within `timeout_s`
-  is the same "no answer" the caller would wait for. Skipped when gRPC goes
-  through a proxy (its environment variables), which a direct connect would
-  not.
+  is the same "no answer" the caller would wait for. Once connected, gRPC's
+  HTTP/2 preface: a server that answers with anything but an HTTP/2 SETTINGS
+  frame within `PROBE_S` (an HTTP/1 server's error page) is not a Reverb
+  server; one that answers nothing yet is left to the caller's call. Skipped
+  when gRPC goes through a proxy (its environment variables), which a direct
+  connect would not.
 
   Raises:
     AddressError: a malformed address (`parse`).
-    ServerUnavailableError: refused, unresolvable, unreachable, or no answer.
+    ServerUnavailableError: refused, unresolvable, unreachable, no answer,
+      or an answer that is not HTTP/2.
   """
   host, port = parse(address, what)
   if _through_proxy(host):
     return
-  problem = _connect_problem(host, port, timeout_s)
+  deadline = time.monotonic() + timeout_s
+  connection, problem = _connect(host, port, deadline)
   if problem is _NO_ANSWER:
     raise ServerUnavailableError(
         f'No Reverb server answered at {address} within {timeout_s:g} s.')
   if problem is not None:
     raise ServerUnavailableError(f'No Reverb server at {address}: {problem}.')
+  if connection is None:
+    return
+  with connection:
+    answer = _not_http2_answer(
+        connection, min(deadline, time.monotonic() + PROBE_S))
+  if answer is not None:
+    raise ServerUnavailableError(
+        f'The server at {address} did not answer as a Reverb server: it '
+        f"answered gRPC's HTTP/2 preface with {_first_line(answer)!r}, not "
+        f'HTTP/2 (an HTTP/1 server, or another protocol?).')
 
 
-def _connect_problem(host: str, port: int, timeout_s: float) -> Optional[str]:
-  """Why no TCP connection to (host, port) is possible, or None if one is."""
+def _connect(host: str, port: int, deadline: float
+             ) -> Tuple[Optional[socket.socket], Optional[str]]:
+  """(a socket connected to (host, port), None), or (None, why none can be)
+  when that is certain, or (None, None) when it is not."""
   try:
     targets = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
   except socket.gaierror as e:
     if e.errno == socket.EAI_AGAIN:  # The resolver may answer later.
-      return None
-    return f'cannot resolve host {host!r} ({e.strerror})'
-  deadline = time.monotonic() + timeout_s
+      return None, None
+    return None, f'cannot resolve host {host!r} ({e.strerror})'
   problems = []
   for family, kind, proto, _, target in targets:
-    with socket.socket(family, kind, proto) as connection:
+    connection = socket.socket(family, kind, proto)
+    connection.settimeout(max(0.0, deadline - time.monotonic()))
+    try:
+      connection.connect(target)
+      return connection, None
+    except socket.timeout:
+      connection.close()
+      return None, _NO_ANSWER
+    except OSError as e:
+      connection.close()
+      if e.errno not in _CERTAIN:
+        return None, None  # Not certain: let the caller's call decide.
+      problems.append(_CERTAIN[e.errno])
+  return None, (problems[0] if problems else None)
+
+
+def _not_http2_answer(connection: socket.socket,
+                      deadline: float) -> Optional[bytes]:
+  """What the server answered to the HTTP/2 preface, if that is certainly
+  not HTTP/2; None if it is (or may yet be) a SETTINGS frame, or if nothing
+  came by `deadline` or before the connection ended (not certain)."""
+  answer = b''
+  try:
+    connection.sendall(_HTTP2_PREFACE)
+    while len(answer) < _FRAME_HEADER:
       connection.settimeout(max(0.0, deadline - time.monotonic()))
-      try:
-        connection.connect(target)
-        return None
-      except socket.timeout:
-        return _NO_ANSWER
-      except OSError as e:
-        if e.errno not in _CERTAIN:
-          return None  # Not certain: let the caller's call decide.
-        problems.append(_CERTAIN[e.errno])
-  return problems[0] if problems else None
+      received = connection.recv(256)
+      if not received:
+        break
+      answer += received
+  except OSError:  # A timeout, a reset: what came so far decides.
+    pass
+  return None if _may_be_settings_frame(answer) else answer
+
+
+def _may_be_settings_frame(answer: bytes) -> bool:
+  """Whether `answer` is empty, or as far as it goes the header of a
+  SETTINGS frame on stream 0 (length: 3 bytes, type: 1, flags: 1, stream:
+  4, its top bit reserved)."""
+  header = answer[:_FRAME_HEADER]
+  if len(header) > 3 and header[3] != _SETTINGS:
+    return False
+  stream = bytearray(header[5:9])
+  if stream:
+    stream[0] &= 0x7F
+  return not any(stream)
+
+
+def _first_line(answer: bytes, limit: int = 40) -> str:
+  """The first line of `answer` as text, at most `limit` characters."""
+  text = answer.decode('ascii', 'backslashreplace')
+  line = (text.strip().splitlines() or [''])[0].strip()
+  return line if len(line) <= limit else line[:limit] + '...'
 
 
 def _through_proxy(host: str) -> bool:

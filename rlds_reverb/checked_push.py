@@ -439,8 +439,10 @@ class CheckedPush:
     settings = self._settings
     what = ('no episode gives an item: nothing will be written'
             if short == episodes else
-            f'{short} of {wording.count(episodes, "episode")} give no item')
-    return (f'{what}; an item has {settings.sequence_length} steps and the '
+            f'{wording.number(short)} of {wording.count(episodes, "episode")} '
+            f'give no item')
+    return (f'{what}; an item has '
+            f'{wording.count(settings.sequence_length, "step")} and the '
             f'longest episode {wording.count(longest, "step")}. Padding '
             f"(end_of_episode='pad', --pad-end-of-episodes) gives each "
             f'episode shorter than an item one item.')

@@ -43,6 +43,7 @@ import tensorflow as tf
 from tf_agents.replay_buffers import reverb_replay_buffer
 
 from rlds_reverb import decoded
+from rlds_reverb import wording
 from rlds_reverb.errors import MixedReplayError
 from rlds_reverb.specs import encoded as encoded_spec
 from rlds_reverb.specs import paths
@@ -283,5 +284,5 @@ def check_keeps_items(buffer, name: str) -> None:
   if info.max_times_sampled > 0:
     raise MixedReplayError(
         f'The {name} table {info.name!r} removes an item after '
-        f'{info.max_times_sampled} samples, so mixed replay would drain the '
-        f'RLDS data; use max_times_sampled=0 (mixed_replay_tables does).')
+        f'{wording.count(info.max_times_sampled, "sample")}, so mixed replay '
+        f'would drain the RLDS data; use max_times_sampled=0 (mixed_replay_tables does).')

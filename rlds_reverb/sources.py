@@ -162,10 +162,10 @@ def read_error_text(error: Exception,
     where = (f'one of {", ".join(suspects[:3])}'
              f'{" ..." if len(suspects) > 3 else ""}' if suspects
              else 'its record files')
-    return f'a {kind} record at byte {offset} of {where}'
+    return f'a {kind} record at byte {offset:,} of {where}'
   path = suspects[0]
   cut = ' (the file is cut short: copied or written only in part?)'
-  return (f'a {kind} record at byte {offset} of {path}, a file of '
+  return (f'a {kind} record at byte {offset:,} of {path}, a file of '
           f'{os.path.getsize(path):,} bytes{cut if kind == "truncated" else ""}')
 
 

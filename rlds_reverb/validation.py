@@ -103,7 +103,7 @@ def validate(rlds_data: tf.data.Dataset, strict: bool = False,
         _whole_episode_flags, flag_field=flag_field, step_format=step_format,
         frames=sorted(frames)))
   elif frames:
-    raise ValueError('frames are checked in episodes read whole only.')
+    raise ValueError('Frames are checked in episodes read whole only.')
   else:
     flags = indexed.flat_map(functools.partial(
         _episode_flags, flag_field=flag_field, step_format=step_format))

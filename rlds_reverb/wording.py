@@ -1,12 +1,21 @@
-"""How messages read: counts ('1 episode', '2 episodes'), sizes ('1.8 KB'),
-text on one line."""
+"""How messages read: counts ('1 episode', '19,362 items'), sizes ('1.8 KB'),
+text on one line.
+
+Every number a message or a command prints is grouped by thousands
+(`number`), so the same count reads the same wherever it shows.
+"""
 
 from typing import Optional
 
 
 def count(number: int, singular: str, plural: Optional[str] = None) -> str:
-  """`number` and its noun: '1 episode', '3 episodes', '0 episodes'."""
-  return f'{number} {noun(number, singular, plural)}'
+  """`number` and its noun: '1 episode', '0 episodes', '19,362 items'."""
+  return f'{number:,} {noun(number, singular, plural)}'
+
+
+def number(value: int) -> str:
+  """A count without its noun: '815', '124,881'."""
+  return f'{value:,}'
 
 
 def noun(number: int, singular: str, plural: Optional[str] = None) -> str:

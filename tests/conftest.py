@@ -1,7 +1,10 @@
 """Shared fixtures: quiet TensorFlow, real Reverb servers, RLDS datasets."""
 
+import functools
+import http.server
 import os
 import socket
+import threading
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
@@ -50,6 +53,25 @@ def blackholed_address():
     listener.listen(0)
     first.connect(listener.getsockname())
     yield f'127.0.0.1:{listener.getsockname()[1]}'
+
+
+@pytest.fixture
+def http1_address(tmp_path):
+  """'localhost:PORT' of a real HTTP/1 server: what `python3 -m http.server`
+  runs (ThreadingHTTPServer, SimpleHTTPRequestHandler) on a free port, in a
+  thread of this process, serving an empty directory."""
+  handler = functools.partial(_QuietHandler, directory=str(tmp_path))
+  with http.server.ThreadingHTTPServer(('127.0.0.1', 0), handler) as httpd:
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f'localhost:{httpd.server_address[1]}'
+    httpd.shutdown()
+    thread.join()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+  def log_message(self, *args):  # Not on the test's stderr.
+    pass
 
 
 @pytest.fixture

@@ -2,10 +2,13 @@
 
 Real sockets and real Reverb servers on localhost: a port bound but not
 listening (refused), a socket that accepts and never answers (silent), an
+HTTP/1 server (`python3 -m http.server`'s), a service that speaks first, an
 in-process `reverb.Server`.
 """
 
+import contextlib
 import socket
+import threading
 import time
 
 import pytest
@@ -101,6 +104,82 @@ def test_silent_host_waits_for_the_timeout(silent_address):
     server_lib.table_infos(client, address, ['t'], timeout_s=1)
   assert str(error.value) == (
       f'No Reverb server answered at {silent_address} within 1 s.')
+
+
+def test_an_http1_server_is_not_reverb_at_once(http1_address):
+  """Not after the timeout (an hour here): its answer to gRPC's preface is
+  an HTTP/1 error page, not an HTTP/2 SETTINGS frame."""
+  start = time.monotonic()
+  with pytest.raises(rlds_reverb.ServerUnavailableError) as error:
+    addresses.check_reachable(http1_address, timeout_s=3600)
+  assert time.monotonic() - start < HANG_GUARD_S
+  assert str(error.value) == (
+      f'The server at {http1_address} did not answer as a Reverb server: it '
+      "answered gRPC's HTTP/2 preface with '<!DOCTYPE HTML>', not HTTP/2 (an "
+      'HTTP/1 server, or another protocol?).')
+
+
+@contextlib.contextmanager
+def answering(answer: bytes):
+  """'127.0.0.1:PORT' of a service that reads what comes, sends `answer`
+  and hangs up when the client does (b'': a service that hangs up without
+  a word)."""
+  with socket.socket() as listener:
+    listener.bind(('127.0.0.1', 0))
+    listener.listen(8)
+
+    def serve():
+      connection, _ = listener.accept()
+      with connection:
+        connection.recv(4096)
+        if answer:
+          connection.sendall(answer)
+          while connection.recv(4096):
+            pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield f'127.0.0.1:{listener.getsockname()[1]}'
+    thread.join(HANG_GUARD_S)
+
+
+ANSWERS = {  # What a service answers -> the line the message quotes.
+    'ssh_banner': (b'SSH-2.0-OpenSSH_9.6\r\n', 'SSH-2.0-OpenSSH_9.6'),
+    'http1_status_line': (b'HTTP/1.1 400 Bad Request\r\nServer: nginx\r\n',
+                          'HTTP/1.1 400 Bad Request'),
+    'a_tls_alert': (b'\x15\x03\x01\x00\x02\x02\x0a',  # Ends in a newline.
+                    '\x15\x03\x01\x00\x02\x02'),
+    'a_long_line': (b'x' * 100, 'x' * 40 + '...'),
+    'an_http2_frame_not_settings': (  # GOAWAY.
+        bytes([0, 0, 8, 7, 0, 0, 0, 0, 0]) + bytes(8),
+        '\x00\x00\x08\x07' + '\x00' * 13),
+}
+
+
+@pytest.mark.parametrize('case', list(ANSWERS))
+def test_a_service_that_answers_otherwise_is_not_reverb(case):
+  answer, quoted = ANSWERS[case]
+  with answering(answer) as address:
+    with pytest.raises(rlds_reverb.ServerUnavailableError) as error:
+      addresses.check_reachable(address, timeout_s=3600)
+  assert str(error.value).startswith(
+      f'The server at {address} did not answer as a Reverb server: it '
+      f"answered gRPC's HTTP/2 preface with {quoted!r}")
+
+
+def test_a_service_that_hangs_up_without_a_word_is_left_to_reverb():
+  """No answer is not a wrong answer: only a definite one says "not Reverb"."""
+  with answering(b'') as address:
+    addresses.check_reachable(address, timeout_s=10)
+
+
+def test_a_reverb_server_answers_the_probe_with_http2(make_server):
+  server = make_server([reverb_tables.fifo_table('t')])
+  for address in (reverb_tables.address(server), f'[::1]:{server.port}',
+                  f'127.0.0.1:{server.port}'):
+    addresses.check_reachable(address, timeout_s=10)
+  client, address = server_lib.connect(reverb_tables.address(server))
+  assert list(server_lib.table_infos(client, address, ['t'], 10)) == ['t']
 
 
 def test_through_a_proxy_the_connect_is_left_to_grpc(refused_address,

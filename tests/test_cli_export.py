@@ -201,6 +201,18 @@ def test_unreachable_server_is_one_line(refused_address, tmp_path):
   assert os.listdir(tmp_path) == []
 
 
+def test_an_http1_server_is_not_reverb_at_once(http1_address, tmp_path):
+  result = run_cli_here('export', '--server', http1_address, '--table',
+                        'replay', '--out', tmp_path / 'out')
+  assert result.returncode == 1, result.stderr
+  assert error_lines(result.stderr) == [
+      f'rlds-reverb: error: The server at {http1_address} did not answer as a '
+      "Reverb server: it answered gRPC's HTTP/2 preface with "
+      "'<!DOCTYPE HTML>', not HTTP/2 (an HTTP/1 server, or another "
+      'protocol?).']
+  assert not os.path.exists(tmp_path / 'out')
+
+
 def test_truncated_checkpoint_is_one_line_exit_2(evicted, tmp_path):
   directory = tmp_path / 'ckpt'
   [name] = os.listdir(evicted)

@@ -13,6 +13,7 @@ import pytest
 from rlds_reverb import cli
 from tests.test_cli import HANG_GUARD_S
 from tests.test_cli import error_lines
+from tests.test_cli import run_cli
 from tests.test_cli import run_cli_here
 
 PUSH = ['push', '--dataset', 'bundled:cartpole', '--table', 'replay']
@@ -36,7 +37,7 @@ USAGE_CASES = {
         '--parts-per-file needs --runner'),
     'two_servers_one_process': (
         ['--server', 'h:1', '--server', 'h:2'],
-        'several --server need --workers or --runner, which spread the data '
+        'Several --server need --workers or --runner, which spread the data '
         'over them'),
     'workers_and_shard': (
         ['--server', 'h:1', '--workers', '2', '--shard', '0/2'],
@@ -121,6 +122,32 @@ REFUSED_RUNS = {
     'workers': ['--workers', '2'],
     'runner': ['--runner', 'DirectRunner'],
 }
+
+
+def not_reverb_line(address):
+  return (f'rlds-reverb: error: The server at {address} did not answer as a '
+          "Reverb server: it answered gRPC's HTTP/2 preface with "
+          "'<!DOCTYPE HTML>', not HTTP/2 (an HTTP/1 server, or another "
+          'protocol?).')
+
+
+def test_an_http1_server_on_the_port_is_named_at_once(http1_address):
+  """`python3 -m http.server` on the port: not after --timeout (an hour
+  here), and not as a timeout. Run as a user runs it, in a process."""
+  result = run_cli(*PUSH, '--server', http1_address, '--timeout', '3600',
+                   timeout=HANG_GUARD_S)
+  assert result.returncode == 1, result.stderr
+  assert result.stderr.splitlines() == [not_reverb_line(http1_address)]
+
+
+@pytest.mark.parametrize('extra', REFUSED_RUNS.values(),
+                         ids=REFUSED_RUNS.keys())
+def test_an_http1_server_is_not_reverb_in_every_way_of_running(
+    extra, http1_address):
+  result = run_cli_here(*PUSH, '--server', http1_address, '--timeout', '3600',
+                        *extra)
+  assert result.returncode == 1, result.stderr
+  assert error_lines(result.stderr) == [not_reverb_line(http1_address)]
 
 
 @pytest.mark.parametrize('extra', REFUSED_RUNS.values(),

@@ -83,8 +83,8 @@ def test_readme_trains_an_agent_from_the_served_table(tmp_path):
   than in test_page_runs, so that its output is checked.)"""
   out = run_page(ROOT / 'README.md', tmp_path)
   assert re.search(r'^serving replay on port \d+ of every interface', out, re.M)
-  assert 'pushed 64 episodes, 9932 steps, 9868 items' in out
-  assert re.search(r'^100 train steps on 9868 items; loss \d', out, re.M)
+  assert f'pushed 64 episodes, {9932:,} steps, {9868:,} items' in out
+  assert re.search(rf'^100 train steps on {9868:,} items; loss \d', out, re.M)
 
 
 def test_python_api_example_runs_twice(tmp_path):

@@ -366,7 +366,7 @@ def test_a_frame_that_does_not_fit_is_refused_before_writing(
      "image_format must be one of ['png', 'jpeg'], got 'gif'."),
     (dict(images='encoded', image_fields=['observation/depth']),
      rlds_reverb.ImageFieldError,
-     "image field 'observation/depth' is no field of the steps; they are "
+     "Image field 'observation/depth' is no field of the steps; they are "
      'action, discount, is_first, is_last, is_terminal, '
      'observation/pixels, observation/speed, reward.'),
     (dict(images='encoded', image_fields=['observation/speed']),

@@ -85,9 +85,9 @@ def halfcheetah_data_dir(tmp_path_factory) -> pathlib.Path:
 def test_seed_replay_buffer_pushes_and_samples_the_bundled_data():
   result = run_example('seed_replay_buffer.py', '--batch-size', 8)
   assert result.returncode == 0, result.stderr
-  assert (f'pushed {BUNDLED_EPISODES} episodes, {BUNDLED_STEPS} steps, '
-          f'{BUNDLED_ITEMS} items') in result.stdout
-  assert f'table size {BUNDLED_ITEMS}\n' in result.stdout
+  assert (f'pushed {BUNDLED_EPISODES:,} episodes, {BUNDLED_STEPS:,} steps, '
+          f'{BUNDLED_ITEMS:,} items') in result.stdout
+  assert f'table size {BUNDLED_ITEMS:,}\n' in result.stdout
   for line in ('batch step_type: int32[8, 2]',
                'batch observation: float32[8, 2, 4]',
                'batch action: int64[8, 2]',
@@ -137,11 +137,11 @@ def test_offline_to_online_dqn_quick_compares_three_variants(tmp_path):
     reached = [steps for steps, value in run['curve'] if value >= 475]
     assert run['steps_to_goal'] == (reached[0] if reached else None)
     line = re.search(rf'^{variant} +seed 0 done in \d+ s; items in the '
-                     r'tables: offline (\d+), online (\d+)$', result.stdout,
-                     re.MULTILINE)
+                     r'tables: offline ([\d,]+), online ([\d,]+)$',
+                     result.stdout, re.MULTILINE)
     assert line, result.stdout
-    assert run['table_sizes'] == {'offline': int(line[1]),
-                                  'online': int(line[2])}
+    assert run['table_sizes'] == {'offline': int(line[1].replace(',', '')),
+                                  'online': int(line[2].replace(',', ''))}
   # The offline tables hold exactly the RLDS data, after training on it;
   # online tables got the collected steps (seeded: after the RLDS data).
   sizes = {variant: runs[0]['table_sizes']
@@ -178,15 +178,16 @@ def assert_recording_holds_the_online_phase(directory, collected_items,
   """--record: the online phase's episodes (the last one cut, written as
   truncated), in steps as many as the observer's 2-step items show."""
   line = re.search(rf'^{variant} +seed 0 \S*/{variant}_seed0: '
-                   r'recorded (\d+) episodes, (\d+) steps \((\d) truncated '
-                   r'at close\); the split has \1 episodes\.$', stdout,
-                   re.MULTILINE)
+                   r'recorded ([\d,]+) episodes?, ([\d,]+) steps \((\d) '
+                   r'truncated at close\); the split has \1 episodes?\.$',
+                   stdout, re.MULTILINE)
   assert line, stdout
   episodes = list(tfds.builder_from_directory(str(directory)).as_dataset(
       split='train'))
   lengths = [int(e['episode_length']) for e in episodes]
   assert [int(e['episode_id']) for e in episodes] == list(range(len(lengths)))
-  assert (len(lengths), sum(lengths)) == (int(line[1]), int(line[2]))
+  assert (len(lengths), sum(lengths)) == (int(line[1].replace(',', '')),
+                                          int(line[2].replace(',', '')))
   # PyDriver's step budget does not count boundary trajectories: one per
   # episode more (the one cut at close gets its final observation's step).
   # Each episode of T RLDS steps gave T - 1 items, but the one cut: T - 2.
@@ -260,9 +261,9 @@ def test_seed_sac_table_from_a_halfcheetah_shaped_directory(
   assert result.returncode == 0, result.stderr
   lines = result.stdout.splitlines()
   assert ('pushed 3 episodes, '
-          f'{HALFCHEETAH_STEPS} steps, {HALFCHEETAH_ITEMS} items') in (
+          f'{HALFCHEETAH_STEPS:,} steps, {HALFCHEETAH_ITEMS:,} items') in (
               result.stdout)
-  assert f'table sac_experience size {HALFCHEETAH_ITEMS}' in lines
+  assert f'table sac_experience size {HALFCHEETAH_ITEMS:,}' in lines
   assert ('batch observation [4, 2, 17], action [4, 2, 6], reward [4, 2], '
           'discount [4, 2]') in lines
   losses = [float(m[1]) for m in re.finditer(

@@ -169,7 +169,7 @@ def test_strict_refuses_a_loss_writing_nothing(evicted, tmp_path):
                        strict=True)
 
   assert re.fullmatch(
-      r"Table 'replay' did not come back whole: \d+ steps missing \(steps "
+      r"Table 'replay' did not come back whole: [\d,]+ steps missing \(steps "
       r'0-\d+ of Reverb episode \d+\); strict export writes nothing then\.',
       str(raised.value))
   assert os.listdir(tmp_path) == []

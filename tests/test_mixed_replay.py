@@ -354,6 +354,14 @@ def test_no_server_answers(silent_address):
                              (silent_address, 'online'), 0.5, 4, timeout=1)
 
 
+def test_an_http1_server_is_not_reverb(http1_address, replay):
+  with pytest.raises(rlds_reverb.ServerUnavailableError,
+                     match=f'^The server at {http1_address} did not answer as '
+                           'a Reverb server: '):
+    rlds_reverb.mixed_replay((http1_address, 'offline'),
+                             replay.buffer('online'), 0.5, 4, timeout=3600)
+
+
 def test_stopped_server_is_refused_at_once(make_server):
   server = make_server([reverb_tables.fifo_table('t')])
   address = reverb_tables.address(server)
@@ -419,6 +427,6 @@ def test_offline_table_that_removes_sampled_items(replay):
     rlds_reverb.mixed_replay(replay.buffer('consumed'),
                              replay.buffer('online'), 0.5, 4)
   assert str(error.value) == (
-      "The offline table 'consumed' removes an item after 1 samples, so "
+      "The offline table 'consumed' removes an item after 1 sample, so "
       'mixed replay would drain the RLDS data; use max_times_sampled=0 '
       '(mixed_replay_tables does).')

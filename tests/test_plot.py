@@ -6,6 +6,7 @@ import pytest
 
 from rlds_reverb import stats
 from rlds_reverb.cli import plot
+from tests.test_cli import run_cli_here
 
 pyplot = pytest.importorskip('matplotlib.pyplot')
 
@@ -102,3 +103,41 @@ def test_non_finite_returns_are_named_in_the_title(axes):
 ])
 def test_low_bars_carry_their_count(counts, texts):
   assert plot.low_bar_labels(counts) == texts
+
+
+# --- The file's format: its extension's, or a usage error. -------------------
+
+WRITTEN = {  # extension -> how the file starts
+    'png': b'\x89PNG\r\n\x1a\n',
+    'svg': b'<?xml',
+    'pdf': b'%PDF',
+    'PNG': b'\x89PNG\r\n\x1a\n',
+}
+
+
+@pytest.mark.parametrize('extension', WRITTEN)
+def test_the_extension_chooses_the_format(extension, tmp_path):
+  path = tmp_path / f'episodes.{extension}'
+  result = run_cli_here('inspect', '--dataset', 'bundled:cartpole', '--plot',
+                        path)
+  assert result.returncode == 0, result.stderr
+  assert path.read_bytes().startswith(WRITTEN[extension])
+  assert f'plot             {path}' in result.stdout.splitlines()
+
+
+@pytest.mark.parametrize('name, found', [('out.txt', '.txt'),
+                                         ('episodes', 'no extension')])
+def test_an_extension_matplotlib_does_not_write_is_refused_first(
+    name, found, tmp_path):
+  """Before the dataset is opened: it does not exist, and that is not what
+  the error says."""
+  path = tmp_path / name
+  result = run_cli_here('inspect', '--dataset', tmp_path / 'missing',
+                        '--plot', path)
+  assert result.returncode == 2
+  assert result.stderr.splitlines() == [
+      f'rlds-reverb: error: --plot {path}: {found} names no format '
+      'matplotlib writes; end the file name with one of .eps, .jpeg, .jpg, '
+      '.pdf, .pgf, .png, .ps, .raw, .rgba, .svg, .svgz, .tif, .tiff, .webp '
+      '(e.g. episodes.png)']
+  assert not path.exists()

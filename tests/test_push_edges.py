@@ -102,7 +102,7 @@ def test_episodes_shorter_than_an_item_are_warned_of(dirs, empty_server):
   assert result.returncode == 0, result.stderr
   assert result.stderr.splitlines() == [
       'rlds-reverb: warning: no episode gives an item: nothing will be '
-      'written; an item has 1000 steps and the longest episode 4 steps. '
+      f'written; an item has {1000:,} steps and the longest episode 4 steps. '
       "Padding (end_of_episode='pad', --pad-end-of-episodes) gives each "
       'episode shorter than an item one item.']
   assert json.loads(result.stdout)['items'] == 0
@@ -177,7 +177,7 @@ def test_inspect_plot_to_an_unwritable_path_fails_before_reading(cut_dir):
                         '/nonexistent/dir/plot.png')
   assert result.returncode == 2
   [line] = error_lines(result.stderr)
-  assert line == ('rlds-reverb: error: cannot write the plot to '
+  assert line == ('rlds-reverb: error: Cannot write the plot to '
                   '/nonexistent/dir/plot.png: No such file or directory: '
                   '/nonexistent/dir/plot.png')
 

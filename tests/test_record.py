@@ -588,11 +588,11 @@ def test_the_docs_recording_example_runs(tmp_path, monkeypatch, capsys):
     warnings.simplefilter('error', UnfinishedEpisodesWarning)
     exec(code, {})  # pylint: disable=exec-used
   summary, count = capsys.readouterr().out.splitlines()
-  found = re.fullmatch(r'recording: recorded (\d+) episodes, (\d+) steps '
+  found = re.fullmatch(r'recording: recorded (\d+) episodes, ([\d,]+) steps '
                        r'\([01] truncated at close\); the split has \1 '
                        r'episodes\.', summary)
   assert found, summary
   assert count == f'{found[1]} episodes'
   # 1000 driver steps, a boundary trajectory more per ended episode, and
   # the final observation's step of the one cut.
-  assert int(found[2]) == 1000 + int(found[1])
+  assert int(found[2].replace(',', '')) == 1000 + int(found[1])

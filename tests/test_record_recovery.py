@@ -8,6 +8,7 @@ recorder left unclosed with a torn record, run as users run it.
 
 import json
 import os
+import shutil
 
 import pytest
 
@@ -15,6 +16,8 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
 from benchmarks import record_crash  # pylint: disable=g-import-not-at-top
 from rlds_reverb import cli  # pylint: disable=g-import-not-at-top
+from rlds_reverb import wording  # pylint: disable=g-import-not-at-top
+from rlds_reverb.tfds_out import records  # pylint: disable=g-import-not-at-top
 from tests import rlds_dirs  # pylint: disable=g-import-not-at-top
 from tests.test_cli import run_cli_here  # pylint: disable=g-import-not-at-top
 
@@ -63,7 +66,8 @@ def test_recover_command_registers_open_shards_and_cuts_torn_records(
       'directory': str(killed), 'split': 'train', 'episodes': 4,
       'recovered_episodes': 1,
       'registered_shards': ['recording-train.tfrecord-00001'],
-      'cut_bytes': len(torn), 'removed_files': [], 'changed': True}
+      'cut_bytes': len(torn), 'removed_files': [], 'shortened_shards': [],
+      'lost_episodes': [], 'changed': True}
   assert clean_result['changed'] is False and clean_result['episodes'] == 2
   assert rlds_dirs.files_bytes(clean) == before  # Nothing needed, nothing done.
   got = rlds_dirs.read_episodes(killed)
@@ -80,3 +84,53 @@ def test_recover_command_refuses_what_is_no_dataset_in_one_line(tmp_path,
   [line] = capsys.readouterr().err.splitlines()
   assert line == (f'rlds-reverb: error: {tmp_path} is not a TFDS dataset '
                   f'directory: it has no dataset_info.json.')
+
+
+def test_recover_command_cuts_a_copy_cut_short_and_names_what_it_lost(
+    tmp_path):
+  """`cp -r recording cut; truncate -s N cut/...-00000`: the registered
+  shard ends inside its second episode. Before `recover`, no command reads
+  it; after, every command does, and the lost episodes are named (exit 1)."""
+  whole, cut = tmp_path / 'recording', tmp_path / 'cut'
+  record_crash.record(str(whole), episodes=4)  # Shards of 3 and 1 episodes.
+  shutil.copytree(whole, cut)
+  shard = os.path.join(cut, rlds_dirs.record_files(cut)[0])
+  first, second = (records.records_end(shard, n) for n in (1, 2))
+  size = (first + second) // 2
+  with open(shard, 'r+b') as f:
+    f.truncate(size)
+  assert run_cli_here('validate', '--dataset', cut).returncode == 2
+  result = run_cli_here('recover', cut)
+  assert (result.returncode, result.stderr) == (1, '')
+  assert result.stdout == (
+      f'{cut}: recording-train.tfrecord-00000 ended before its registered '
+      f'episodes: lost 2 finished episodes (ids 1-2); cut '
+      f"{wording.count(size - first, 'byte')} of torn records; split 'train' "
+      f'has 2 episodes.\n')
+  assert os.path.getsize(shard) == first
+  validated = run_cli_here('validate', '--dataset', cut)
+  assert validated.returncode == 0, validated.stderr
+  got = rlds_dirs.read_episodes(cut)
+  assert [int(e['episode_id']) for e in got] == [0, 3]
+  want = rlds_dirs.read_episodes(whole)
+  rlds_dirs.assert_same_episodes(got, [want[0], want[3]])
+  again = run_cli_here('recover', cut, '--json')
+  assert again.returncode == 0, again.stderr
+  [again_result] = json.loads(again.stdout)
+  assert again_result['changed'] is False
+  assert again_result['lost_episodes'] == []
+
+
+def test_recover_json_names_the_lost_episodes(tmp_path):
+  record_crash.record(str(tmp_path), episodes=4)
+  shard = os.path.join(tmp_path, rlds_dirs.record_files(tmp_path)[1])
+  with open(shard, 'r+b') as f:
+    f.truncate(10)
+  result = run_cli_here('recover', tmp_path, '--json')
+  assert result.returncode == 1, result.stderr
+  assert json.loads(result.stdout) == [{
+      'directory': str(tmp_path), 'split': 'train', 'episodes': 3,
+      'recovered_episodes': 0, 'registered_shards': [], 'cut_bytes': 10,
+      'removed_files': [],
+      'shortened_shards': ['recording-train.tfrecord-00001'],
+      'lost_episodes': [3], 'changed': True}]

@@ -207,14 +207,14 @@ def test_incomplete_checkpoint_starts_empty_and_write_failures_are_one_line(
     root.write_text('a file where the checkpoints were')  # Even root fails.
     serve.process.send_signal(signal.SIGUSR1)
     stderr = serve.wait_for_note('still serving')
-    assert f'could not write a checkpoint to {root}: ' in stderr
+    assert f'Could not write a checkpoint to {root}: ' in stderr
     assert serve.size() == 0
     assert serve.stop(signal.SIGTERM) == 1
     stderr = serve.stderr()
   assert 'Traceback' not in stderr
   [line] = error_lines(stderr)
   assert line.startswith(
-      f'rlds-reverb: error: could not write a checkpoint to {root}: ')
+      f'rlds-reverb: error: Could not write a checkpoint to {root}: ')
 
 
 def test_sigusr1_without_checkpoint_dir_keeps_serving(dataset, tmp_path):
@@ -241,7 +241,7 @@ def test_checkpoint_of_another_signature_fails_with_a_line_per_field(
                    '--checkpoint-dir', root)
   assert result.returncode == 1
   first, *fields = result.stderr.splitlines()
-  assert first == (f"rlds-reverb: error: the checkpoint's table '{TABLE}' "
+  assert first == (f"rlds-reverb: error: The checkpoint's table '{TABLE}' "
                    'does not fit the dataset:')
   assert [line.split(': ')[0] for line in fields] == [
       '  discount', '  observation', '  reward']

@@ -161,7 +161,7 @@ def _rss_bytes(pid: int) -> int:
 
 def test_stop_names_what_each_table_discards(served):
   infos = reverb.Client(served.address).server_info(timeout=30)
-  held = ', '.join(f'{infos[name].current_size} items of table {name!r}'
+  held = ', '.join(f'{infos[name].current_size:,} items of table {name!r}'
                    for name in NAMES)
   assert served.stop(signal.SIGTERM) == 0, served.stderr()
   assert served.stderr().splitlines()[-1] == (
@@ -284,21 +284,21 @@ USAGE_ERRORS = {
         'applies to every table)'),
     'error_buffer_without_ratio': (
         ['--table', 'a', '--table', 'b', '--error-buffer', '5'],
-        "rlds-reverb: error: table 'b': --error-buffer is for the "
+        "rlds-reverb: error: Table 'b': --error-buffer is for the "
         'SampleToInsertRatio rate limiter: give --samples-per-insert too'),
     'exponent_without_prioritized': (
         ['--table', 'a', '--sampler', 'fifo', '--priority-exponent', '0.5'],
-        "rlds-reverb: error: table 'a': --priority-exponent is for a "
+        "rlds-reverb: error: Table 'a': --priority-exponent is for a "
         'prioritized sampler or remover, and this table has --sampler fifo '
         '--remover fifo'),
     'min_size_above_max_size': (
         ['--table', 'a', '--table', 'b', '--max-size', '10', '--min-size',
          '11'],
-        "rlds-reverb: error: table 'b': --min-size 11 is more than --max-size "
+        "rlds-reverb: error: Table 'b': --min-size 11 is more than --max-size "
         '10: the table never holds enough items to sample'),
     'error_buffer_below_ratio': (
         ['--table', 'a', '--samples-per-insert', '8', '--error-buffer', '4'],
-        "rlds-reverb: error: table 'a': --error-buffer 4 is less than max(1, "
+        "rlds-reverb: error: Table 'a': --error-buffer 4 is less than max(1, "
         '--samples-per-insert 8): SampleToInsertRatio would block both '
         'inserts and samples'),
 }

@@ -17,7 +17,9 @@ import pytest  # pylint: disable=g-import-not-at-top
 
 from benchmarks import rlds_write_crash  # pylint: disable=g-import-not-at-top
 from rlds_reverb import errors  # pylint: disable=g-import-not-at-top
+from rlds_reverb import wording  # pylint: disable=g-import-not-at-top
 from rlds_reverb.tfds_out import EpisodeWriter  # pylint: disable=g-import-not-at-top
+from rlds_reverb.tfds_out import LostEpisodesWarning  # pylint: disable=g-import-not-at-top
 from rlds_reverb.tfds_out import recover  # pylint: disable=g-import-not-at-top
 from rlds_reverb.tfds_out import records  # pylint: disable=g-import-not-at-top
 from tests import rlds_dirs  # pylint: disable=g-import-not-at-top
@@ -121,10 +123,10 @@ def test_recovering_twice_changes_nothing_the_second_time(crashed, tmp_path):
   assert rlds_dirs.files_bytes(copy) == after_first
   assert str(second) == (
       f"{copy}: nothing to recover; split 'train' has 4 episodes.")
+  torn = wording.count(ends[-1] - 3 - ends[-2], 'byte')
   assert str(first) == (
-      f'{copy}: registered 1 shards holding 4 episodes, cut '
-      f"{ends[-1] - 3 - ends[-2]} bytes of torn records, removed 0 files; "
-      f"split 'train' has 4 episodes.")
+      f'{copy}: registered 1 shard holding 4 episodes; cut {torn} of torn '
+      f"records; split 'train' has 4 episodes.")
 
 
 def test_a_closed_dataset_needs_nothing(tmp_path):
@@ -153,6 +155,98 @@ def test_shards_closed_but_not_registered_are_registered(tmp_path):
                                         'ours-train.tfrecord-00002')
   assert rlds_dirs.shard_lengths(tmp_path) == [2, 2, 1]
   rlds_dirs.assert_same_episodes(rlds_dirs.read_episodes(tmp_path), EPISODES)
+
+
+def closed_in_shards_of_two(directory):
+  """EPISODES closed in shards of 2, 2 and 1; (directory, each shard's path
+  and record ends)."""
+  with EpisodeWriter(directory, rlds_dirs.features(), name='ours',
+                     shard_episodes=2) as writer:
+    for episode in EPISODES:
+      writer.write(episode)
+  shards = [os.path.join(directory, name)
+            for name in rlds_dirs.record_files(directory)]
+  ends = [[records.records_end(path, n) for n in range(1, length + 1)]
+          for path, length in zip(shards, [2, 2, 1])]
+  return os.fspath(directory), shards, ends
+
+
+# A registered shard cut short (copied in part, a disk that lost its end):
+# (shard, where it is cut: 'start', 'mid_record' or a record's end,
+#  episodes lost, shard lengths after, bytes cut).
+SHORTENED = {
+    'last_shard_inside_its_record': (2, 'mid_record', [4], [2, 2, 0]),
+    'middle_shard_inside_its_second_record': (1, 'mid_record', [3],
+                                              [2, 1, 1]),
+    'first_shard_to_nothing': (0, 'start', [0, 1], [0, 2, 1]),
+    'middle_shard_at_its_first_records_end': (1, 'first_end', [3], [2, 1, 1]),
+}
+
+
+@pytest.mark.parametrize('case', list(SHORTENED))
+def test_a_registered_shard_cut_short_is_cut_to_whole_records(tmp_path, case):
+  shard, where, lost, lengths = SHORTENED[case]
+  directory, shards, ends = closed_in_shards_of_two(tmp_path / 'd')
+  start = ends[shard][-2] if len(ends[shard]) > 1 else 0
+  offset = {'start': 0, 'first_end': ends[shard][0],
+            'mid_record': (start + ends[shard][-1]) // 2}[where]
+  with open(shards[shard], 'r+b') as f:
+    f.truncate(offset)
+  recovery = recover(directory)
+  assert recovery.lost_episodes == tuple(lost)
+  assert recovery.shortened_shards == (os.path.basename(shards[shard]),)
+  whole = ([0] + ends[shard])[len(ends[shard]) - len(lost)]
+  assert recovery.cut_bytes == offset - whole
+  assert os.path.getsize(shards[shard]) == whole
+  assert rlds_dirs.shard_lengths(directory) == lengths
+  assert recovery.episodes == sum(lengths) == len(EPISODES) - len(lost)
+  kept = [e for i, e in enumerate(EPISODES) if i not in lost]
+  rlds_dirs.assert_same_episodes(rlds_dirs.read_episodes(directory), kept)
+  with open(os.path.join(directory, 'dataset_info.json')) as f:
+    num_bytes = int(json.load(f)['splits'][0]['numBytes'])
+  assert num_bytes == sum(os.path.getsize(path) for path in shards) - (
+      records.RECORD_OVERHEAD * sum(lengths))
+  before = rlds_dirs.files_bytes(directory)
+  assert not recover(directory).changed  # Once is enough.
+  assert rlds_dirs.files_bytes(directory) == before
+
+
+def test_what_a_shortened_shard_lost_is_said(tmp_path):
+  directory, shards, ends = closed_in_shards_of_two(tmp_path / 'd')
+  with open(shards[0], 'r+b') as f:
+    f.truncate(ends[0][0] + 5)
+  with open(shards[1], 'r+b') as f:
+    f.truncate(3)
+  recovery = recover(directory)
+  assert recovery.lost_episodes == (1, 2, 3)
+  assert str(recovery) == (
+      f'{directory}: ours-train.tfrecord-00000 and ours-train.tfrecord-00001 '
+      f'ended before their registered episodes: lost 3 finished episodes '
+      f"(ids 1-3); cut {wording.count(8, 'byte')} of torn records; split "
+      f"'train' has 2 episodes.")
+
+
+def test_append_after_a_shortened_shard_continues_after_what_is_left(
+    tmp_path):
+  directory, shards, ends = closed_in_shards_of_two(tmp_path / 'd')
+  with open(shards[2], 'r+b') as f:
+    f.truncate(ends[2][0] - 1)
+  with pytest.warns(LostEpisodesWarning, match=r'lost 1 finished episode '
+                    r'\(id 4\)'):
+    writer = EpisodeWriter(directory, rlds_dirs.features(), name='ours',
+                           append=True)
+  with writer:
+    assert writer.recovery.lost_episodes == (4,)
+    assert writer.write(EPISODES[4]) == 4
+  assert rlds_dirs.shard_lengths(directory) == [2, 2, 0, 1]
+  rlds_dirs.assert_same_episodes(rlds_dirs.read_episodes(directory), EPISODES)
+
+
+def test_records_end_walks_the_length_fields(crashed):
+  directory, ends = crashed
+  path = os.path.join(directory, SHARD)
+  assert [records.records_end(path, n) for n in range(6)] == [0] + ends
+  assert records.records_end(path, 6) is None
 
 
 def test_temporary_files_of_an_interrupted_replace_are_removed(crashed,

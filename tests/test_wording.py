@@ -11,12 +11,20 @@ CASES = [  # (number, singular, plural, text)
     (1, 'malformed episode', None, '1 malformed episode'),
     (3, 'batch', 'batches', '3 batches'),
     (1, 'batch', 'batches', '1 batch'),
+    (19362, 'item', None, '19,362 items'),
+    (1_000_000, 'step', None, '1,000,000 steps'),
+    (-1500, 'byte', None, '-1,500 bytes'),
 ]
 
 
 @pytest.mark.parametrize('number, singular, plural, text', CASES)
 def test_count(number, singular, plural, text):
   assert wording.count(number, singular, plural) == text
+
+
+def test_number_alone():
+  assert [wording.number(n) for n in (0, 999, 1000, 124881)] == [
+      '0', '999', '1,000', '124,881']
 
 
 def test_noun_alone():

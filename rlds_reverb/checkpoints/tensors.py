@@ -18,6 +18,7 @@ from typing import Dict
 import cramjam
 import numpy as np
 
+from rlds_reverb import wording
 from rlds_reverb.errors import CheckpointError
 
 # TensorFlow's DataType numbers (tensorflow/core/framework/types.proto).
@@ -57,8 +58,9 @@ def decode(tensor, delta_encoded: bool, where: str) -> np.ndarray:
                           ) from e
   if written != values.nbytes:
     raise CheckpointError(
-        f'{where}: its snappy data holds {written} bytes; a '
-        f'{dtype.name}{list(shape)} tensor has {values.nbytes}.')
+        f'{where}: its snappy data holds {wording.count(written, "byte")}; a '
+        f'{dtype.name}{list(shape)} tensor has '
+        f'{wording.number(values.nbytes)}.')
   if delta_encoded and values.ndim >= 2 and dtype.kind in 'iu':
     _undo_deltas(values)
   return values
@@ -80,8 +82,8 @@ def _strings(tensor, shape, where: str) -> np.ndarray:
     items = _decoded_strings(tensor.tensor_content, count, where)
   if len(items) != count:
     raise CheckpointError(
-        f'{where}: a string tensor of shape {list(shape)} holds {len(items)} '
-        f'strings.')
+        f'{where}: a string tensor of shape {list(shape)} holds '
+        f'{wording.count(len(items), "string")}.')
   values = np.empty(count, dtype=object)
   values[:] = items
   return values.reshape(shape)
@@ -104,11 +106,12 @@ def _decoded_strings(content: bytes, count: int, where: str):
   except IndexError:
     raise CheckpointError(
         f'{where}: its string tensor ends inside the lengths of its '
-        f'{count} strings.') from None
+        f'{wording.count(count, "string")}.') from None
   if position + sum(lengths) != len(content):
     raise CheckpointError(
-        f'{where}: its string tensor holds {len(content) - position} bytes '
-        f'of strings; its lengths add up to {sum(lengths)}.')
+        f'{where}: its string tensor holds '
+        f'{wording.count(len(content) - position, "byte")} of strings; its '
+        f'lengths add up to {wording.number(sum(lengths))}.')
   items = []
   for length in lengths:
     items.append(content[position:position + length])

@@ -120,8 +120,9 @@ def fields(buffer: np.ndarray, starts: np.ndarray, ends: np.ndarray,
       message = int(open_[np.argmax(bad)])
       raise CheckpointError(
           f'{where}: record {message:,} of the batch read is not a valid '
-          f'message (a field at byte {int(at[np.argmax(bad)] - starts[message])}'
-          f' runs past its end): the file is damaged.')
+          f'message (a field at byte '
+          f'{int(at[np.argmax(bad)] - starts[message]):,} runs past its end): '
+          f'the file is damaged.')
     parts.append((open_, np.full(open_.size, round_),
                   (tags >> np.uint64(3)).astype(np.int64), values, payloads))
     positions[open_] = following

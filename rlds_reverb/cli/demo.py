@@ -89,9 +89,10 @@ def _skipped_text(report) -> str:
   """'; 2 empty and 1 flagged invalid episodes, which the push skips'."""
   parts = []
   if report.empty_episodes:
-    parts.append(f'{len(report.empty_episodes)} empty')
+    parts.append(f'{wording.number(len(report.empty_episodes))} empty')
   if report.flagged_invalid:
-    parts.append(f'{len(report.flagged_invalid)} flagged invalid')
+    parts.append(
+        f'{wording.number(len(report.flagged_invalid))} flagged invalid')
   if not parts:
     return ''
   skipped = len(report.empty_episodes) + len(report.flagged_invalid)

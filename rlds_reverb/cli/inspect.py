@@ -26,7 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   options.add_dataset_arguments(parser)
   options.add_json_flag(parser, 'the specs and statistics')
   parser.add_argument('--plot', metavar='FILE.png', default=None,
-                      help='write histograms of episode lengths and returns')
+                      help='write histograms of episode lengths and returns, '
+                           'in the format the extension names (.png, .svg, '
+                           '.pdf, ...)')
 
 
 def run(args: argparse.Namespace) -> int:
@@ -35,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
   pyplot = None
   if args.plot:  # Fail before reading anything.
     pyplot = plot.pyplot()
+    plot.file_format(args.plot)
     plot.check_writable(args.plot)
   rlds_data = options.load(args)
   step_format, trajectory_spec = options.step_format(args, rlds_data)
@@ -64,7 +67,7 @@ def _print_text(step_format, trajectory_spec, stats, stats_lib) -> None:
   for message in step_format.notes():
     print(f'note             {message}')
   print(f'trajectory spec  {output.spec_text(trajectory_spec)}')
-  print(f'episodes         {stats.episodes} '
+  print(f'episodes         {wording.number(stats.episodes)} '
         f'({wording.count(stats.steps, "step")})')
   print(f'length           {_summary_text(stats_lib.summary(stats.lengths))}')
   print(f'return           {_summary_text(stats_lib.summary(stats.returns))}')
@@ -77,4 +80,4 @@ def _summary_text(summary) -> str:
 def _number(value) -> str:
   if value is None:
     return '-'
-  return f'{value:.4g}' if isinstance(value, float) else str(value)
+  return f'{value:.4g}' if isinstance(value, float) else f'{value:,}'

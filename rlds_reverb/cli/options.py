@@ -70,7 +70,7 @@ def reading(args: argparse.Namespace):
   except tf.errors.OpError as e:
     name = sources.describe(args.dataset, args.data_dir)
     reason = sources.read_error_text(e, args.dataset, args.data_dir)
-    raise CliError(f'cannot read {name}: {reason}', EXIT_USAGE) from e
+    raise CliError(f'Cannot read {name}: {reason}', EXIT_USAGE) from e
 
 
 def add_image_arguments(parser: argparse.ArgumentParser) -> None:

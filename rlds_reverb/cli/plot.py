@@ -1,4 +1,4 @@
-"""`inspect --plot`: histograms of episode lengths and returns, as a PNG.
+"""`inspect --plot`: histograms of episode lengths and returns, as an image.
 
 Drawn from the per-episode figures `inspect` has computed, binned by
 `stats.histogram` into a few dozen bars at most: a second or so whatever the
@@ -6,9 +6,13 @@ dataset's size. Readable on skewed data: a long tail gets a log-scaled axis
 (matplotlib's 'asinh': linear near 0, so 0 and negative returns show), counts
 have whole-number ticks, and bars too low to see carry their count.
 matplotlib (the 'plot' extra) is imported only here, only for `--plot`.
+The file's extension chooses the format (.png, .svg, .pdf, ...: matplotlib's
+own list); an extension matplotlib does not write is a usage error, before
+anything is read, not a PNG under another name.
 """
 
 import math
+import os
 from typing import List
 
 from rlds_reverb import files
@@ -40,21 +44,39 @@ def check_writable(path: str) -> None:
   """A plot that cannot be written fails before `inspect` reads the data."""
   reason = files.unwritable_reason(path)
   if reason:
-    raise output.CliError(f'cannot write the plot to {path}: {reason}',
+    raise output.CliError(f'Cannot write the plot to {path}: {reason}',
                           output.EXIT_USAGE)
 
 
+def file_format(path: str) -> str:
+  """The format `path`'s extension names ('png' for 'episodes.PNG'), if
+  matplotlib writes it; else a usage error listing those it writes. Call
+  after `pyplot()`."""
+  from matplotlib import backend_bases  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  known = backend_bases.FigureCanvasBase.get_supported_filetypes()
+  extension = os.path.splitext(path)[1][1:].lower()
+  if extension in known:
+    return extension
+  listed = ', '.join(f'.{name}' for name in sorted(known))
+  found = f'.{extension}' if extension else 'no extension'
+  raise output.CliError(
+      f'--plot {path}: {found} names no format matplotlib writes; end the '
+      f'file name with one of {listed} (e.g. episodes.png)',
+      output.EXIT_USAGE)
+
+
 def write(pyplot_module, stats: stats_lib.EpisodeStats, path: str) -> None:
-  """The length and return histograms side by side, as a PNG at `path`."""
+  """The length and return histograms side by side, at `path` in the
+  format its extension names (`file_format`)."""
   figure, (lengths, returns) = pyplot_module.subplots(1, 2, figsize=(10, 4))
   draw(lengths, stats_lib.histogram(stats.lengths), 'Episode length', 'steps')
   draw(returns, stats_lib.histogram(stats.returns), 'Episode return',
        'return')
   figure.tight_layout()
   try:
-    figure.savefig(path, format='png')
+    figure.savefig(path, format=file_format(path))
   except OSError as e:
-    raise output.CliError(f'cannot write the plot to {path}: {e}') from e
+    raise output.CliError(f'Cannot write the plot to {path}: {e}') from e
   finally:
     pyplot_module.close(figure)
 
@@ -64,7 +86,7 @@ def draw(axes, histogram: stats_lib.Histogram, title: str, unit: str) -> None:
   from matplotlib import ticker  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   shown = int(histogram.counts.sum())
   episodes = wording.count(shown + histogram.left_out, 'episode')
-  left_out = (f'; {histogram.left_out} not finite, not shown'
+  left_out = (f'; {wording.number(histogram.left_out)} not finite, not shown'
               if histogram.left_out else '')
   axes.set(title=f'{title} ({episodes}{left_out})', xlabel=unit,
            ylabel='episodes')

@@ -158,7 +158,7 @@ def check_usage(args: argparse.Namespace) -> None:
       (args.parts_per_file is not None and not args.runner,
        '--parts-per-file needs --runner'),
       (len(args.server) > 1 and not (args.runner or args.workers > 1),
-       'several --server need --workers or --runner, which spread the data '
+       'Several --server need --workers or --runner, which spread the data '
        'over them'),
       (len(set(args.table)) < len(args.table),
        f'--table {_repeated(args.table)} is given more than once: every item '

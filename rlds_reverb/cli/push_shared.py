@@ -91,7 +91,7 @@ def note_skipped(skipped: List[Dict[str, Any]], prefix: str = '') -> None:
     return
   listed = '; '.join(f"episode {e['position']} step {e['step']} ({e['kind']})"
                      for e in malformed[:LISTED_SKIPS])
-  more = (f'; and {len(malformed) - LISTED_SKIPS} more'
+  more = (f'; and {wording.number(len(malformed) - LISTED_SKIPS)} more'
           if len(malformed) > LISTED_SKIPS else '')
   output.note(f'{prefix}skipping '
               f'{wording.count(len(malformed), "malformed episode")}: '
@@ -118,7 +118,8 @@ def print_summary(summary: dict, as_json: bool) -> None:
     return
   rate = summary['trajectories'] / max(summary['seconds'], 1e-9)
   resumed = summary['resumed_after_episodes']
-  after = f' after {resumed} confirmed before' if resumed else ''
+  after = (f' after {wording.number(resumed)} confirmed before' if resumed
+           else '')
   print(f"pushed {wording.count(summary['episodes'], 'episode')}{after}, "
         f"{wording.count(summary['trajectories'], 'step')}, "
         f"{wording.count(summary['items'], 'item')} in "

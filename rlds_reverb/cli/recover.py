@@ -1,9 +1,11 @@
 """`rlds-reverb recover`: make a dataset whose recorder was killed readable.
 
     DIR (a recorder or EpisodeWriter killed mid-run; also TFDS's
-         SequentialWriter and EnvLogger's directories)
+         SequentialWriter and EnvLogger's directories; a copy cut short)
       -> torn last record cut, open shards registered in dataset_info.json
-      -> every finished episode readable; the next episode id printed
+      -> registered shards that end early cut to their last whole record,
+         the finished episodes they lost named (exit 1)
+      -> every whole episode readable; the next episode id printed
 
 The same as `rlds_reverb.recover(DIR)`, and as what `RldsRecorder(DIR,
 ..., append=True)` runs before recording more. Running it again changes
@@ -17,14 +19,19 @@ from rlds_reverb.cli import output
 
 HELP = 'make a dataset whose recorder was killed readable again'
 DESCRIPTION = ('Cuts a torn last record and registers the shards a killed '
-               'recorder left open, so every finished episode reads back.')
+               'recorder left open, so every finished episode reads back. A '
+               'registered shard that ends before its registered episodes '
+               '(a copy cut short) is cut to its last whole record, and the '
+               'finished episodes lost are named by their index in the split '
+               "(a recorder's episode_id).")
 EPILOG = """\
 examples:
   rlds-reverb recover /data/run1
   rlds-reverb recover /data/actor0 /data/actor1 --json
 
-exit status: 0 recovered (or nothing to do), 2 not a dataset directory that
-can be recovered.
+exit status: 0 recovered with no finished episode lost (or nothing to do),
+1 recovered, but finished episodes were lost (named in the output), 2 not a
+dataset directory that can be recovered.
 """
 
 
@@ -51,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
   else:
     for result in results:
       print(result)
-  return output.EXIT_OK
+  lost = any(result.lost_episodes for result in results)
+  return output.EXIT_FAILURE if lost else output.EXIT_OK
 
 
 def _as_dict(result) -> dict:
@@ -61,4 +69,6 @@ def _as_dict(result) -> dict:
           'registered_shards': list(result.registered_shards),
           'cut_bytes': result.cut_bytes,
           'removed_files': list(result.removed_files),
+          'shortened_shards': list(result.shortened_shards),
+          'lost_episodes': list(result.lost_episodes),
           'changed': result.changed}

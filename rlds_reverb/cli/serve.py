@@ -236,7 +236,7 @@ def _checkpoint(client, checkpoint_dir: str) -> str:
   try:
     return client.checkpoint()
   except RuntimeError as e:
-    raise output.CliError(f'could not write a checkpoint to {checkpoint_dir}: '
+    raise output.CliError(f'Could not write a checkpoint to {checkpoint_dir}: '
                           f'{output.error_line(e)}') from e
 
 
@@ -325,7 +325,7 @@ def _start(reverb, args, configured, signature, found):
     if found and found.newest:
       where += f' from checkpoint {found.path(found.newest)}'
     raise output.CliError(
-        f'could not start a Reverb server on {where}: {output.error_line(e)}'
+        f'Could not start a Reverb server on {where}: {output.error_line(e)}'
     ) from e
 
 
@@ -334,10 +334,10 @@ def _check_loaded_table(info, table: str, signature) -> None:
   from rlds_reverb.specs import signature as signature_lib  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   if table not in info:
     raise output.CliError(
-        f'the checkpoint has no table {table!r}; its tables are {sorted(info)}')
+        f'The checkpoint has no table {table!r}; its tables are {sorted(info)}')
   differences = signature_lib.spec_differences(info[table].signature,
                                                signature)
   if info[table].signature is not None and differences:
     raise output.CliError(output.with_details(
-        f"the checkpoint's table {table!r} does not fit the dataset:",
+        f"The checkpoint's table {table!r} does not fit the dataset:",
         differences))

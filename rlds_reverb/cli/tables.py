@@ -215,7 +215,7 @@ def table_options(args: argparse.Namespace) -> List[TableOptions]:
     options = TableOptions(**{**_applying(defaults, table), **table})
     problem = _conflict(options)
     if problem:
-      raise output.CliError(f'table {options.name!r}: {problem}',
+      raise output.CliError(f'Table {options.name!r}: {problem}',
                             output.EXIT_USAGE)
     result.append(options)
   return result

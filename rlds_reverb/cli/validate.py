@@ -58,8 +58,8 @@ def _print_text(report) -> None:
     print(f'episode {problem.episode}, step {problem.step}: {problem.kind}: '
           f'{problem.message}')
   if len(report.problems) > MAX_LISTED:
-    print(f'... and {len(report.problems) - MAX_LISTED} more (--json lists '
-          'all)')
+    print(f'... and {wording.number(len(report.problems) - MAX_LISTED)} more '
+          '(--json lists all)')
   if report.empty_episodes:
     print(f'{wording.count(len(report.empty_episodes), "empty episode")}, '
           f'skipped when pushed: {_positions(report.empty_episodes)}')

@@ -1,8 +1,16 @@
-"""Conversion of RLDS episodes to TF-Agents trajectories (no Reverb here)."""
+"""Conversion of RLDS episodes to TF-Agents trajectories (no Reverb here).
 
-from rlds_reverb.convert.trajectories import convert_rlds_to_trajectories
-from rlds_reverb.convert.trajectories import trajectory_blocks
-from rlds_reverb.convert.trajectories import TrajectoryBlock
-from rlds_reverb.convert.nstep import convert_rlds_to_nstep_transitions
-from rlds_reverb.convert.nstep import create_nstep_transition_spec
-from rlds_reverb.convert.nstep import NStepTransition
+Names load lazily (`rlds_reverb.lazy`): importing one module of the package
+(`convert.episodes`, `convert.encoded`) does not import the others.
+"""
+
+from rlds_reverb import lazy
+
+__getattr__, __dir__, __all__ = lazy.attach(__name__, {
+    'convert_rlds_to_trajectories': 'rlds_reverb.convert.trajectories',
+    'trajectory_blocks': 'rlds_reverb.convert.trajectories',
+    'TrajectoryBlock': 'rlds_reverb.convert.trajectories',
+    'convert_rlds_to_nstep_transitions': 'rlds_reverb.convert.nstep',
+    'create_nstep_transition_spec': 'rlds_reverb.convert.nstep',
+    'NStepTransition': 'rlds_reverb.convert.nstep',
+})

@@ -141,7 +141,7 @@ def encoding_of(rlds_data: tf.data.Dataset, image_format: str = 'png',
   for path in chosen:
     if path not in flat:
       raise ImageFieldError(
-          f"image field '{path}' is no field of the steps; they are "
+          f"Image field '{path}' is no field of the steps; they are "
           f'{", ".join(sorted(flat))}.')
     frame = encoded_spec.check_frame_spec(flat[path], path)
     if path in source:

@@ -21,6 +21,7 @@ from typing import Iterator, List
 
 import numpy as np
 
+from rlds_reverb import wording
 from rlds_reverb.checkpoints import records
 from rlds_reverb.checkpoints import wire
 from rlds_reverb.errors import CheckpointError
@@ -111,8 +112,9 @@ def slices_of(buffer: np.ndarray, starts: np.ndarray, ends: np.ndarray,
   if (counts != num_columns).any():
     at = int(np.argmax(counts != num_columns))
     raise ExportError(
-        f"Item {keys[items[at]]} of table '{table}' has {counts[at]} "
-        f'columns; its signature has {num_columns} fields: the items are not '
+        f"Item {keys[items[at]]} of table '{table}' has "
+        f'{wording.count(int(counts[at]), "column")}; its signature has '
+        f'{wording.count(num_columns, "field")}: the items are not '
         f'trajectories of the signature.')
   column_fields = _nested(buffer, columns, path)
   squeezed = column_fields.of(_SQUEEZE)

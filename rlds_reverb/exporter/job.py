@@ -32,6 +32,7 @@ import tensorflow as tf
 
 from rlds_reverb import checkpoints
 from rlds_reverb import files
+from rlds_reverb import wording
 from rlds_reverb.convert import to_rlds
 from rlds_reverb.errors import CheckpointError
 from rlds_reverb.errors import ExportError
@@ -172,8 +173,8 @@ def _write(directory, description, spec, staging, report, losses, images):
       lost = '; '.join(report.loss_lines()) or 'none lost'
       raise ExportError(
           f"Table '{description.name}' of {directory} holds no whole "
-          f'episode ({report.items} items; {lost}): there is nothing to '
-          f'export.')
+          f'episode ({wording.count(report.items, "item")}; {lost}): there is '
+          f'nothing to export.')
     if report.lost:
       report.items_left_out = kept.items_left_out(
           items_path, description.name, len(columns.specs),

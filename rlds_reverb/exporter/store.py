@@ -25,6 +25,7 @@ from typing import List
 from google.protobuf import message as message_lib
 import numpy as np
 
+from rlds_reverb import wording
 from rlds_reverb.checkpoints import records
 from rlds_reverb.checkpoints import schema
 from rlds_reverb.checkpoints import tensors as tensors_lib
@@ -103,8 +104,8 @@ class ChunkStore:
                             ) from e
     if tensor >= len(stored):
       raise CheckpointError(
-          f'{where} holds {len(stored)} tensors; an item references tensor '
-          f'{tensor}.')
+          f'{where} holds {wording.count(len(stored), "tensor")}; an item '
+          f'references tensor {tensor}.')
     return tensors_lib.decode(stored[tensor],
                               bool(self.index.delta_encoded[position]), where)
 
@@ -165,6 +166,7 @@ class ChunkStore:
     missing = np.setdiff1d(wanted, index.keys)
     if missing.size:
       raise CheckpointError(
-          f'{self.path} lacks chunk {missing[0]} (and {missing.size - 1} '
-          f'more), which items reference: the checkpoint is incomplete.')
+          f'{self.path} lacks chunk {missing[0]} (and '
+          f'{wording.number(int(missing.size) - 1)} more), which items '
+          f'reference: the checkpoint is incomplete.')
     return index

@@ -26,6 +26,7 @@ import tensorflow as tf
 from tf_agents.trajectories import trajectory as trajectory_lib
 import tree
 
+from rlds_reverb import wording
 from rlds_reverb.convert import step_types
 from rlds_reverb.convert import to_rlds
 from rlds_reverb.errors import DatasetDirectoryError
@@ -59,13 +60,16 @@ class RecordingSummary:
   total_episodes: int  # In the split, earlier runs' included.
 
   def __str__(self) -> str:
-    text = (f'{self.directory}: recorded {self.episodes} episodes, '
-            f'{self.steps} steps ({self.truncated_at_close} truncated at '
-            f'close); the split has {self.total_episodes} episodes')
+    text = (f'{self.directory}: recorded '
+            f'{wording.count(self.episodes, "episode")}, '
+            f'{wording.count(self.steps, "step")} '
+            f'({wording.number(self.truncated_at_close)} truncated at '
+            f'close); the split has '
+            f'{wording.count(self.total_episodes, "episode")}')
     if self.open_at_close or self.partial:
-      text += (f'; left out {self.open_at_close} open at close and '
-               f'{self.partial} partial episodes '
-               f'({self.left_out_trajectories} trajectories)')
+      text += (f'; left out {wording.number(self.open_at_close)} open at '
+               f'close and {wording.number(self.partial)} partial episodes '
+               f'({_trajectories(self.left_out_trajectories)})')
     return text + '.'
 
 
@@ -492,11 +496,15 @@ def _name(step_type: int) -> str:
 def _left_out_text(summary: RecordingSummary) -> str:
   parts = []
   if summary.open_at_close:
-    parts.append(f'{summary.open_at_close} still open at close() (pass '
-                 f'final_time_step=, the time step run() returned, to write '
-                 f'them as truncations)')
+    parts.append(f'{wording.number(summary.open_at_close)} still open at '
+                 f'close() (pass final_time_step=, the time step run() '
+                 f'returned, to write them as truncations)')
   if summary.partial:
-    parts.append(f'{summary.partial} partial (begun before the recorder '
-                 f'saw them, or restarted before they ended)')
+    parts.append(f'{wording.number(summary.partial)} partial (begun before '
+                 f'the recorder saw them, or restarted before they ended)')
   return (f'{summary.directory}: left out {" and ".join(parts)}: '
-          f'{summary.left_out_trajectories} trajectories not recorded.')
+          f'{_trajectories(summary.left_out_trajectories)} not recorded.')
+
+
+def _trajectories(count: int) -> str:
+  return wording.count(count, 'trajectory', 'trajectories')

@@ -7,9 +7,16 @@ The recorder (TF-Agents drivers) and the exporter (Reverb tables) build on
 this; `rlds_reverb.convert.to_rlds` turns their trajectories into steps.
 """
 
-from rlds_reverb.tfds_out.features import features_from_specs
-from rlds_reverb.tfds_out.features import ImageEncoding
-from rlds_reverb.tfds_out.records import Durability
-from rlds_reverb.tfds_out.recovery import recover
-from rlds_reverb.tfds_out.recovery import Recovery
-from rlds_reverb.tfds_out.writer import EpisodeWriter
+from rlds_reverb import lazy
+
+# Lazily (`rlds_reverb.lazy`): `recover` needs neither the encoder nor
+# TF-Agents, which the writer's features import.
+__getattr__, __dir__, __all__ = lazy.attach(__name__, {
+    'features_from_specs': 'rlds_reverb.tfds_out.features',
+    'ImageEncoding': 'rlds_reverb.tfds_out.features',
+    'Durability': 'rlds_reverb.tfds_out.records',
+    'LostEpisodesWarning': 'rlds_reverb.tfds_out.recovery',
+    'recover': 'rlds_reverb.tfds_out.recovery',
+    'Recovery': 'rlds_reverb.tfds_out.recovery',
+    'EpisodeWriter': 'rlds_reverb.tfds_out.writer',
+})

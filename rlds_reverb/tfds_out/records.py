@@ -4,12 +4,16 @@ A TFRecord is its length (8 bytes), the length's CRC (4), the data and the
 data's CRC (4). A process killed while appending leaves a prefix of its last
 record; a machine that loses power may leave anything after the last fsync.
 TensorFlow's reader checks both CRCs, so `scan` finds where the readable
-records end, and `cut` drops what follows.
+records end, and `cut` drops what follows. `records_end` walks the length
+fields alone (no data read): a cheap test that a closed shard still holds
+the records registered for it.
 """
 
 import dataclasses
 import enum
 import os
+import struct
+from typing import Optional
 
 import tensorflow as tf
 
@@ -17,6 +21,7 @@ from rlds_reverb import files
 
 # Bytes a record adds around its data: length, its CRC, the data's CRC.
 RECORD_OVERHEAD = 16
+_LENGTH = struct.Struct('<Q')  # A record's data length, little-endian.
 
 
 class Durability(enum.Enum):
@@ -74,6 +79,26 @@ def scan(path: str) -> Scan:
     data_bytes += len(record.numpy())
   end = data_bytes + RECORD_OVERHEAD * records
   return Scan(records, data_bytes, end, os.path.getsize(path))
+
+
+def records_end(path: str, count: int) -> Optional[int]:
+  """Where the first `count` records of `path` end, by their length fields;
+  None if the file ends before them (it was cut short).
+
+  Reads 8 bytes a record (no data, no CRC): cheap enough to run on every
+  registered shard, and blind to corrupt data (`scan` and `validate` see it).
+  """
+  end = 0
+  size = os.path.getsize(path)
+  with open(path, 'rb', buffering=0) as f:
+    for _ in range(count):
+      header = os.pread(f.fileno(), _LENGTH.size, end)
+      if len(header) < _LENGTH.size:
+        return None
+      end += _LENGTH.unpack(header)[0] + RECORD_OVERHEAD
+      if end > size:
+        return None
+  return end
 
 
 def cut(path: str, size: int) -> None:

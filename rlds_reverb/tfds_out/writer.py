@@ -22,6 +22,7 @@ one size; a split holds at most 99,999 shards (TFDS's file names).
 
 import os
 import time
+import warnings
 from typing import Any, Mapping, Optional
 
 import tensorflow_datasets as tfds
@@ -49,7 +50,8 @@ class EpisodeWriter:
 
   Attributes:
     directory: where the dataset is.
-    recovery: what `append=True` recovered (`Recovery`), else None.
+    recovery: what `append=True` recovered (`Recovery`), else None; a
+      `LostEpisodesWarning` says when it cut finished episodes.
   """
 
   def __init__(
@@ -179,6 +181,9 @@ class EpisodeWriter:
           f'Cannot append to {self.directory}: its dataset has '
           f'{"; ".join(differences)}.')
     self.recovery = recovery_lib.recover(self.directory, self._split_name)
+    if self.recovery.lost_episodes:
+      warnings.warn(recovery_lib.LostEpisodesWarning(str(self.recovery)),
+                    stacklevel=3)
     return layout.read_info(self.directory)
 
   def _open_shard(self) -> None:

@@ -90,5 +90,6 @@ def _eviction_text(table: str, info, items_per_table: int, evicted: int,
   before = ' before its rate limiter blocks' if blocks else ''
   return (f'table {table!r} holds at most '
           f'{wording.count(info.max_size, "item")} and has '
-          f'{info.current_size}; this push writes {items_per_table}, so '
-          f'Reverb will silently remove {evicted} of the oldest{before}.')
+          f'{wording.number(info.current_size)}; this push writes '
+          f'{wording.number(items_per_table)}, so Reverb will silently remove '
+          f'{wording.number(evicted)} of the oldest{before}.')

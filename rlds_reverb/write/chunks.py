@@ -42,6 +42,7 @@ from typing import List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
+from rlds_reverb import wording
 from rlds_reverb.write import columns as columns_lib
 
 ChunkLength = Union[None, int, Mapping[str, int]]
@@ -157,8 +158,9 @@ def _check_length(value, name: str, longest: int) -> None:
     raise ValueError(f'{name} must be a positive int, got {value}.')
   if value > longest:
     raise ValueError(
-        f'{name} is {value}, more than {longest}: with these tables and '
-        f'stride, chunks longer than {longest} steps hold more items '
+        f'{name} is {value}, more than {wording.number(longest)}: with these '
+        f'tables and stride, chunks longer than '
+        f'{wording.count(longest, "step")} hold more items '
         f'unconfirmed than Reverb takes without warning.')
 
 
