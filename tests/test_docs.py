@@ -60,6 +60,9 @@ def run_page(page: pathlib.Path, cwd: pathlib.Path) -> str:
       cwd=cwd, env=docs_blocks.environment(''), capture_output=True,
       text=True, timeout=HANG_GUARD_S, check=False)
   assert result.returncode == 0, result.stderr[-6000:]
+  # A traceback at exit (a __del__ that failed) is what a reader's script
+  # prints too: the page must end cleanly.
+  assert 'Exception ignored' not in result.stderr, result.stderr[-6000:]
   return result.stdout
 
 
