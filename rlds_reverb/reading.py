@@ -98,9 +98,9 @@ class ReplayBuffer(reverb_replay_buffer.ReverbReplayBuffer):
     return (f'Reverb table {info.name} at {self._address} gave no item for '
             f'{self._timeout:g} s: it removes each item once sampled '
             f'{wording.count(info.max_times_sampled, "time")} '
-            f'(max_times_sampled), and none was left to sample. Insert more, '
-            f'or pass rate_limiter_timeout_ms=-1 to wait for them without '
-            f'end.')
+            f'(max_times_sampled), and it had none to give: it is empty, or '
+            f'its rate limiter holds sampling back. Insert more, or pass '
+            f'rate_limiter_timeout_ms=-1 to wait without end.')
 
 
 def _failed(element_spec, message: str):

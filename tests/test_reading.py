@@ -73,8 +73,9 @@ def read_until_error(dataset):
 def timeout_message(table: str, address: str) -> str:
   return (f'Reverb table {table} at {address} gave no item for {TIMEOUT_S} '
           's: it removes each item once sampled 1 time (max_times_sampled), '
-          'and none was left to sample. Insert more, or pass '
-          'rate_limiter_timeout_ms=-1 to wait for them without end.')
+          'and it had none to give: it is empty, or its rate limiter holds '
+          'sampling back. Insert more, or pass rate_limiter_timeout_ms=-1 to '
+          'wait without end.')
 
 
 def test_encoded_buffer_reads_every_batch_then_fails_naming_the_table(
