@@ -9,12 +9,14 @@ Reverb table (a checkpoint's) as one. Apache Beam transforms are in
 `rlds_reverb.beam` (needs `pip install "rlds_reverb[beam]"`).
 
 Names load lazily (PEP 562): `import rlds_reverb` imports neither TensorFlow
-nor Beam, so the command line can silence TensorFlow before it starts.
+nor Beam, so the command line can silence TensorFlow before it starts. It
+registers one exit hook (`clean_exit`): scripts end without tracebacks.
 """
 
 import importlib
 from typing import Any, List
 
+from rlds_reverb import clean_exit
 from rlds_reverb.errors import AddressError
 from rlds_reverb.errors import CheckpointError
 from rlds_reverb.errors import ColumnMismatchError
@@ -34,6 +36,10 @@ from rlds_reverb.errors import SignatureMismatchError
 from rlds_reverb.errors import SourceError
 from rlds_reverb.errors import StepSpecError
 from rlds_reverb.errors import TableNotFoundError
+
+# A script's module-level servers and datasets are freed before the modules
+# their __del__ needs are emptied, even after `import tensorflow_datasets`.
+clean_exit.register()
 
 # Public name -> the module that defines it.
 _LAZY = {

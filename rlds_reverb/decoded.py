@@ -19,15 +19,14 @@ import functools
 from typing import Any, Optional
 
 import tensorflow as tf
-from tf_agents.replay_buffers import reverb_replay_buffer
 from tf_agents.specs import tensor_spec
 
+from rlds_reverb import reading
 from rlds_reverb.errors import ImageFieldError
 from rlds_reverb.specs import encoded as encoded_spec
 from rlds_reverb.specs import paths
-from rlds_reverb.write import server as server_lib
 
-DEFAULT_TIMEOUT_S = 30.0
+DEFAULT_TIMEOUT_S = reading.DEFAULT_TIMEOUT_S
 
 
 def decode_images(dataset: tf.data.Dataset, stored_spec_or_signature: Any,
@@ -123,13 +122,14 @@ def stored_item_spec(signature: Any) -> Any:
   return tensor_spec.remove_outer_dims_nest(signature, 1)
 
 
-class EncodedReplayBuffer(reverb_replay_buffer.ReverbReplayBuffer):
+class EncodedReplayBuffer(reading.ReplayBuffer):
   """A `ReverbReplayBuffer` of a table of encoded images, sampled decoded.
 
   `data_spec` is the decoded spec (what a raw table's buffer has), and
   `as_dataset` yields the elements a raw table's buffer yields, frames
   decoded. Without `data_spec`, the stored spec comes from the table's
-  signature on the server.
+  signature on the server. A table that removes sampled items is read as
+  `reading.ReplayBuffer` reads it (one stream, a bounded wait).
   """
 
   def __init__(self, data_spec: Any = None, table_name: str = '',
@@ -138,23 +138,27 @@ class EncodedReplayBuffer(reverb_replay_buffer.ReverbReplayBuffer):
                local_server: Any = None,
                timeout: float = DEFAULT_TIMEOUT_S, **kwargs):
     """As `ReverbReplayBuffer`; `data_spec` is the stored spec (names say
-    what is encoded), or None to read it from the table's signature within
-    `timeout` seconds.
+    what is encoded), or None to read it from the table's signature. The
+    table's settings are read within `timeout` seconds, which is also how
+    long a table that removes sampled items is waited for (see
+    `reading.ReplayBuffer`).
 
     Raises:
       ImageFieldError: the table has no signature and no spec is given.
-      ServerUnavailableError, TableNotFoundError: reading the signature.
+      ServerUnavailableError, TableNotFoundError: reading the table settings.
     """
+    address = (server_address if local_server is None
+               else f'localhost:{local_server.port}')
+    info = reading.table_info(address, table_name, timeout)
     if data_spec is None:
-      address = (server_address if local_server is None
-                 else f'localhost:{local_server.port}')
-      data_spec = _signed_item_spec(address, table_name, timeout)
+      data_spec = _signed_item_spec(info, address)
     self._stored_spec = data_spec
     self._decoded_spec = encoded_spec.decoded_spec(data_spec)
     self._decode = decoder(data_spec)
     super().__init__(data_spec, table_name, sequence_length,
                      server_address=server_address,
-                     local_server=local_server, **kwargs)
+                     local_server=local_server, timeout=timeout, info=info,
+                     **kwargs)
 
   @property
   def data_spec(self):
@@ -185,12 +189,10 @@ class EncodedReplayBuffer(reverb_replay_buffer.ReverbReplayBuffer):
         self._decoded_first(sequence_preprocess_fn), num_parallel_calls)
 
 
-def _signed_item_spec(address: str, table: str, timeout: float) -> Any:
-  client, _ = server_lib.connect(address)
-  info = server_lib.table_infos(client, address, [table], timeout)[table]
+def _signed_item_spec(info, address: str) -> Any:
   if info.signature is None:
     raise ImageFieldError(
-        f'Table {table!r} at {address} has no signature: pass the stored '
+        f'Table {info.name!r} at {address} has no signature: pass the stored '
         f'data_spec to EncodedReplayBuffer.')
   return stored_item_spec(info.signature)
 

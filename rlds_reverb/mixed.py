@@ -43,6 +43,7 @@ import tensorflow as tf
 from tf_agents.replay_buffers import reverb_replay_buffer
 
 from rlds_reverb import decoded
+from rlds_reverb import reading
 from rlds_reverb import wording
 from rlds_reverb.errors import MixedReplayError
 from rlds_reverb.specs import encoded as encoded_spec
@@ -83,7 +84,9 @@ def mixed_replay(offline: ReplayLike, online: ReplayLike,
     start_step: the step the first batch is drawn for (e.g. the agent's
       train step when the mixed phase starts).
     num_parallel_calls: passed to each buffer's `as_dataset`.
-    timeout: seconds to wait for the server when given `(address, table)`.
+    timeout: seconds to wait for the server when given `(address, table)`,
+      and for an item of such a table if it removes sampled items (the
+      dataset then fails, naming the table: `reading.ReplayBuffer`).
 
   Raises:
     MixedReplayError: a fraction outside [0, 1] (also from a schedule, at
@@ -211,7 +214,7 @@ def as_buffers(offline: ReplayLike, online: ReplayLike, num_steps: int,
                     encoded_spec.decoded_spec(unbatched(info.signature)),
                     f'{name} table {info.name!r} signature')
   return [replay if is_buffer(replay)
-          else buffer_for(replay, unbatched(infos[name].signature), num_steps)
+          else buffer_for(replay, infos[name], num_steps, timeout)
           for name, replay in replays.items()]
 
 
@@ -243,14 +246,20 @@ def unbatched(signature):
       signature)
 
 
-def buffer_for(replay: Tuple[str, str], stored_spec, num_steps: int):
-  """A buffer of the table; one that decodes if it holds encoded images."""
+def buffer_for(replay: Tuple[str, str], info, num_steps: int,
+               timeout: float):
+  """A buffer of the table; one that decodes if it holds encoded images.
+  Both read a table that removes sampled items without stranding them and
+  wait `timeout` seconds for its items (`reading.ReplayBuffer`)."""
   address, table = replay
+  stored_spec = unbatched(info.signature)
   if encoded_spec.is_encoded(stored_spec):
     return decoded.EncodedReplayBuffer(
-        stored_spec, table, sequence_length=num_steps, server_address=address)
-  return reverb_replay_buffer.ReverbReplayBuffer(
-      stored_spec, table, sequence_length=num_steps, server_address=address)
+        stored_spec, table, sequence_length=num_steps, server_address=address,
+        timeout=timeout)
+  return reading.ReplayBuffer(
+      stored_spec, table, sequence_length=num_steps, server_address=address,
+      timeout=timeout, info=info)
 
 
 def check_same_spec(expected, actual,

@@ -2,9 +2,11 @@
 
 Every ```python and ```sh block runs as written, in page order; ```text
 blocks (output, pictures, formulas) do not. A page's Python blocks share one
-namespace, as in one interpreter session; each shell block runs in `bash -e
--o pipefail`, in the same directory (a temporary one) and environment. The
-few blocks that cannot run as they are say so on the line just above them:
+namespace, the globals of a fresh `__main__` module, as in a script that a
+reader pastes them into: their names live until the interpreter exits, so what
+such a script prints at exit shows here too (the page's test fails on
+"Exception ignored"). Each shell block runs in `bash -e -o pipefail`, in the
+same directory (a temporary one) and environment. The few blocks that cannot run as they are say so on the line just above them:
 
     <!-- docs-test: skip (why: e.g. needs Dataflow) -->
     <!-- docs-test: background -->       a server the page's later blocks use:
@@ -32,6 +34,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import types
 from typing import List, Optional
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -133,7 +136,7 @@ def environment(port: str) -> dict:
 def run_page(page: pathlib.Path, port: str) -> None:
   """Runs the page's blocks in order, in the current directory."""
   os.environ.update(environment(port))
-  namespace = {'__name__': '__main__'}
+  namespace = script_namespace()
   servers = []
   try:
     for block in blocks(page):
@@ -154,6 +157,18 @@ def run_page(page: pathlib.Path, port: str) -> None:
   finally:
     while servers:
       _stop(*servers.pop())
+
+
+def script_namespace() -> dict:
+  """The globals of a new `__main__` module, kept until the interpreter exits.
+
+  Names a script defines are freed at interpreter teardown, in the order
+  Python tears modules down; a dict local to `run_page` would be freed when it
+  returns, hiding what a reader's script prints at exit.
+  """
+  script = types.ModuleType('__main__')
+  sys.modules['__main__'] = script
+  return vars(script)
 
 
 def _start(block: Block, code: str):

@@ -22,6 +22,8 @@ import tensorflow_datasets as tfds
 
 import rlds_reverb
 from rlds_reverb import cli
+from rlds_reverb.cli import demo
+from rlds_reverb.cli import output
 from rlds_reverb import specs
 from tests import reverb_tables
 from tests import rlds_data
@@ -377,6 +379,45 @@ def test_demo_on_the_bundled_dataset():
   assert 'valid' in lines['dataset']
   assert 'observation (4, 2, 4)' in lines['sampled']
   assert '[reverb/cc' not in result.stderr
+
+
+# (episodes, flagged invalid, why no item): a push that writes nothing. The
+# demo sampled such a table and waited without end. 'all_skipped' is slow
+# tier: the same check after the same push, another reason.
+DEMO_WITHOUT_ITEMS = {
+    'too_short': ([_episode(1, 0), _episode(1, 1)], None,
+                  '2 episodes pushed, none of 2 steps or more'),
+    'all_skipped': ([_episode(3, 0), _episode(3, 1)], [True, True],
+                    'every episode was skipped'),
+}
+
+
+@pytest.mark.parametrize('case', [
+    'too_short', pytest.param('all_skipped', marks=pytest.mark.slow)])
+def test_demo_of_data_that_gives_no_item_fails_instead_of_sampling(
+    tmp_path, case):
+  episodes, invalid, why = DEMO_WITHOUT_ITEMS[case]
+  directory = write_tfds(tmp_path, case, episodes, invalid)
+  result = run_cli('demo', '--dataset', directory)  # A process: no hang here.
+  assert result.returncode == 1, result.stderr
+  assert result.stdout.splitlines()[-1].startswith(
+      'pushed    ' + ('2 episodes, 2 steps' if invalid is None
+                      else '0 episodes, 0 steps') + ', 0 items')
+  assert result.stderr.splitlines()[-1] == (
+      'rlds-reverb: error: nothing to sample: the push wrote no item of 2 '
+      f'steps ({why}).')
+
+
+def test_demo_waits_a_bounded_time_for_its_batch(make_server):
+  """The sample's own guard, on a table the rate limiter keeps closed."""
+  spec = rlds_reverb.create_trajectory_data_spec(
+      rlds_data.as_rlds([_episode(3, 0)]))
+  server = make_server([demo._table(reverb, specs.table_signature(spec),  # pylint: disable=protected-access
+                                    max_size=10)])
+  with pytest.raises(output.CliError) as error:
+    demo._sample_batch(spec, server, 4, timeout_s=1)  # pylint: disable=protected-access
+  assert str(error.value) == ("table 'demo' of the in-process server gave no "
+                              'batch of 4 within 1 s.')
 
 
 # '2' is slow tier: None (unset) and '0' (TensorFlow's loudest) are the

@@ -60,6 +60,9 @@ def run_page(page: pathlib.Path, cwd: pathlib.Path) -> str:
       cwd=cwd, env=docs_blocks.environment(''), capture_output=True,
       text=True, timeout=HANG_GUARD_S, check=False)
   assert result.returncode == 0, result.stderr[-6000:]
+  # A traceback at exit (a __del__ that failed) is what a reader's script
+  # prints too: the page must end cleanly.
+  assert 'Exception ignored' not in result.stderr, result.stderr[-6000:]
   return result.stdout
 
 
@@ -139,6 +142,24 @@ def test_a_background_block_that_fails_at_ctrl_c_fails_the_page(tmp_path):
   assert result.returncode == 1
   assert result.stderr.splitlines()[-1] == (
       'docs-test: a background block exited 3 at Ctrl-C.')
+
+
+# Slow tier (~10 s, a TensorFlow start-up): the default tier runs index.md
+# (test_python_api_example_runs_twice), whose server outlives its blocks too.
+@pytest.mark.slow
+def test_a_page_whose_names_fail_at_exit_fails(tmp_path):
+  """A page's names live until its interpreter exits, as a script's do: a
+  module-level server after `import tensorflow_datasets`, without the exit
+  hook `import rlds_reverb` registers, prints Reverb's traceback at exit,
+  and the page fails on it."""
+  page = tmp_path / 'page.md'
+  page.write_text('```python\nimport reverb\nimport tensorflow_datasets\n\n'
+                  "server = reverb.Server([reverb.Table.queue('q', 10)])\n"
+                  '```\n')
+  with pytest.raises(AssertionError) as failed:
+    run_page(page, tmp_path)
+  assert ('Exception ignored in: <function Server.__del__'
+          in str(failed.value))
 
 
 def test_relative_links_of_the_readme_reach_files():

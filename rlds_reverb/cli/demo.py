@@ -5,6 +5,10 @@
       ReverbReplayBuffer -> summary
 
 No downloads and no server to start: the README's first command.
+
+Every wait is bounded: the push by its timeout; the sample is not started on
+a table the push left empty (Reverb's sampler would wait for an item without
+end), and waits at most SAMPLE_TIMEOUT_S for its batch.
 """
 
 import argparse
@@ -16,6 +20,7 @@ from rlds_reverb.cli import output
 
 TABLE = 'demo'
 SEQUENCE_LENGTH = 2
+SAMPLE_TIMEOUT_S = 30
 
 HELP = 'push the bundled dataset into an in-process server and sample it'
 DESCRIPTION = ('Validates an RLDS dataset (the bundled CartPole one by '
@@ -76,6 +81,10 @@ def run(args: argparse.Namespace) -> int:
           f'{wording.count(result.trajectories, "step")}, '
           f'{wording.count(result.items, "item")} of {SEQUENCE_LENGTH} steps '
           f'in {result.seconds:.2f} s ({rate:,.0f} steps/s)')
+    if result.items == 0:
+      raise output.CliError(
+          f'nothing to sample: the push wrote no item of {SEQUENCE_LENGTH} '
+          f'steps ({_why_no_items(result)}).')
     started = time.perf_counter()
     batch = _sample_batch(spec, server, args.batch_size)
     print(f'sampled   a batch in {time.perf_counter() - started:.2f} s: '
@@ -100,6 +109,13 @@ def _skipped_text(report) -> str:
           f'{wording.noun(skipped, "episode")}, which the push skips')
 
 
+def _why_no_items(result) -> str:
+  if result.episodes == 0:
+    return 'every episode was skipped'
+  return (f'{wording.count(result.episodes, "episode")} pushed, none of '
+          f'{SEQUENCE_LENGTH} steps or more')
+
+
 def _table(reverb, signature, max_size: int):
   return reverb.Table(
       name=TABLE, sampler=reverb.selectors.Uniform(),
@@ -107,14 +123,22 @@ def _table(reverb, signature, max_size: int):
       rate_limiter=reverb.rate_limiters.MinSize(1), signature=signature)
 
 
-def _sample_batch(spec, server, batch_size: int):
-  """One batch through TF-Agents' replay buffer, as a TF-Agents user would."""
+def _sample_batch(spec, server, batch_size: int,
+                  timeout_s: float = SAMPLE_TIMEOUT_S):
+  """One batch through TF-Agents' replay buffer, as a TF-Agents user would;
+  within `timeout_s` (Reverb ends the dataset then, instead of waiting)."""
   from tf_agents.replay_buffers import reverb_replay_buffer  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   replay = reverb_replay_buffer.ReverbReplayBuffer(
-      spec, TABLE, sequence_length=SEQUENCE_LENGTH, local_server=server)
+      spec, TABLE, sequence_length=SEQUENCE_LENGTH, local_server=server,
+      rate_limiter_timeout_ms=round(timeout_s * 1000))
   dataset = replay.as_dataset(sample_batch_size=batch_size,
                               num_steps=SEQUENCE_LENGTH)
-  trajectories, _ = next(iter(dataset))
+  batch = next(iter(dataset), None)
+  if batch is None:
+    raise output.CliError(
+        f"table '{TABLE}' of the in-process server gave no batch of "
+        f'{batch_size} within {timeout_s:g} s.')
+  trajectories, _ = batch
   return trajectories
 
 
