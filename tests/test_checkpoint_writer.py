@@ -423,8 +423,12 @@ REFUSED = {
     'times going back': (
         lambda w: (items_and_chunks(w, 1, np.array([TIME])),
                    items_and_chunks(w, 1, np.array([TIME - 1]))),
-        "Table 'small': item {key} is inserted at {time} ns, before the last "
-        'item given ({last} ns): items go in insertion order, oldest first.'),
+        "Table 'small': item {key} is inserted at {time} ns, before the item "
+        'ahead of it ({last} ns): items go in insertion order, oldest first.'),
+    'times going back within a call': (
+        lambda w: items_and_chunks(w, 2, np.array([TIME, TIME - 5])),
+        "Table 'small': item {key} is inserted at {time} ns, before the item "
+        'ahead of it ({last} ns): items go in insertion order, oldest first.'),
     'chunk never written': (
         lambda w: w.add_items('small', one_step_items(
             np.array([12345], np.uint64))),
@@ -517,3 +521,33 @@ def test_counts_must_match_the_items_written(tmp_path):
   assert str(raised.value) == (
       "Table 'small': its counts say 5 inserted and 1 deleted, so 4 held; 3 "
       'items are written.')
+
+
+def test_records_do_not_depend_on_the_batches_they_are_written_in(
+    tmp_path, monkeypatch):
+  episodes = [episode_columns(i, n) for i, n in enumerate([7, 3, 11])]
+  table = reverb_tables.fifo_table('synthetic',
+                                   synthetic_signature(episodes[0]))
+  synthetic_checkpoint(tmp_path / 'whole', table, episodes,
+                       checkpoints.Keys(seed=3))
+  monkeypatch.setattr(checkpoints.writer, 'BATCH_ITEMS', 2)
+  monkeypatch.setattr(checkpoints.writer, 'BATCH_CHUNKS', 1)
+
+  synthetic_checkpoint(tmp_path / 'split', table, episodes,
+                       checkpoints.Keys(seed=3))
+
+  for name in (directories.ITEMS, directories.CHUNKS):
+    whole, split = [list(records.read_records(os.path.join(
+        directories.checkpoint_path(tmp_path / root), name)))
+                    for root in ('whole', 'split')]
+    assert len(whole) > 10
+    assert split == whole, name
+
+
+def test_keys_are_distinct_10_byte_varints():
+  keys = checkpoints.Keys(seed=4)
+  keys._next = 2**63 - 1000  # pylint: disable=protected-access
+  taken = np.concatenate([keys.take(600), keys.take(100_000)])
+  assert len(np.unique(taken)) == len(taken)
+  assert taken.min() >= 2**63  # 10 bytes as a varint: 2^63 <= key.
+  assert len(set((taken >> np.uint64(56)).tolist())) > 100  # Random-looking.

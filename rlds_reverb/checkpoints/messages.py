@@ -292,7 +292,8 @@ def referenced_chunks(items: Items) -> np.ndarray:
   count, columns = len(items), items.num_columns
   if not count:
     return np.empty(0, np.uint64)
-  column = np.repeat(np.tile(np.arange(columns, dtype=np.int32), count),
+  small = np.int16 if columns < 2**15 else np.int32  # int16: a radix sort.
+  column = np.repeat(np.tile(np.arange(columns, dtype=small), count),
                      items.slice_counts)
   keys = np.asarray(items.chunk_keys, np.uint64)[
       np.argsort(column, kind='stable')]

@@ -144,9 +144,11 @@ def encode_rows(values: np.ndarray, starts: Sequence[int],
     values = _deltas(values, starts)
   row_bytes = values.nbytes // len(values) if len(values) else 0
   data = memoryview(values.reshape(-1).view(np.uint8))
-  compress = cramjam.snappy.compress_raw
-  return [compress(data[start * row_bytes:(start + length) * row_bytes])
-          for start, length in zip(starts, lengths)]
+  firsts = np.asarray(starts, np.int64) * row_bytes
+  lasts = firsts + np.asarray(lengths, np.int64) * row_bytes
+  # No Python frame per chunk: the slices and calls are made by map, in C.
+  return list(map(cramjam.snappy.compress_raw, map(
+      data.__getitem__, map(slice, firsts.tolist(), lasts.tolist()))))
 
 
 def _deltas(values: np.ndarray, starts: Sequence[int]) -> np.ndarray:
