@@ -60,7 +60,8 @@ def varint(value: int) -> bytes:
 
 def put_varints(out: np.ndarray, positions: np.ndarray, values: np.ndarray,
                 lengths: np.ndarray) -> None:
-  """Writes values[i] as a varint of lengths[i] bytes at out[positions[i]].
+  """Writes values[i] as a varint of lengths[i] bytes at out[positions[i]];
+  `positions` is used up (moved on in place).
 
   A byte place at a time, for all values still going, in place: most
   varints (tags, small offsets) end after one round, and values of one
@@ -74,7 +75,6 @@ def put_varints(out: np.ndarray, positions: np.ndarray, values: np.ndarray,
     out[positions] = values.astype(np.uint8)
     return
   values = values.copy()
-  positions = positions.copy()
   if longest == shortest:
     for place in range(longest):
       low = values.astype(np.uint8)
@@ -168,7 +168,8 @@ class Messages:
     if self._sizes is None:
       sizes = np.zeros(self.count, np.int64)
       for field in self._fields:
-        sizes += field.sizes
+        if field.sizes is not None:
+          sizes += field.sizes
       self._sizes = sizes
     return self._sizes
 
@@ -176,8 +177,9 @@ class Messages:
     """Writes message m at out[starts[m]:starts[m] + sizes()[m]]."""
     cursor = starts.astype(np.int64, copy=True)
     for field in self._fields:
-      field.write(out, cursor)
-      cursor += field.sizes
+      if field.sizes is not None:  # None: in no message.
+        field.write(out, cursor)
+        cursor += field.sizes
 
   def _add(self, field: '_Field') -> 'Messages':
     self._fields.append(field)
@@ -200,7 +202,7 @@ def serialize(messages: Messages, before: int = 0, after: int = 0
 
 
 class _Field:
-  sizes: np.ndarray  # Per message: the field's bytes in it.
+  sizes: Optional[np.ndarray]  # Per message: the field's bytes in it.
 
   def write(self, out: np.ndarray, cursor: np.ndarray) -> None:
     """The field of message m at out[cursor[m]:]."""
@@ -210,14 +212,18 @@ class _Field:
 def _present(values: np.ndarray):
   """The messages holding a nonzero value: a slice (all of them, no copy) or
   their indices."""
-  present = np.flatnonzero(values)
-  return slice(None) if len(present) == len(values) else present
+  if not len(values) or values.min():
+    return slice(None)
+  return np.flatnonzero(values)
 
 
 class _Varint(_Field):
 
   def __init__(self, tag: int, values: np.ndarray):
     self.tag = tag
+    if len(values) and not values.max():  # proto3 writes no zeros.
+      self.sizes = None
+      return
     self.present = _present(values)
     self.values = values[self.present]
     self.lengths = varint_lengths(self.values)
