@@ -2,14 +2,17 @@
 loading them: `rlds_reverb.checkpoints.CheckpointWriter`'s speed.
 
     python benchmarks/checkpoint_write.py [--items 1000000] [--repeats 3]
-        [--episode-steps 1000] [--chunk-length 32] [--level 0] [--profile]
+        [--episode-steps 1000] [--chunk-length 32] [--level 0]
+        [--shared-chunks] [--profile]
 
 The data: 2-step items (stride 1) of halfcheetah-shaped episodes, as
 TF-Agents trajectories flatten (step_type int32, observation float32[17],
 action float32[6], policy_info empty, next_step_type int32, reward and
 discount float32): 6 columns, ready as numpy arrays; each column cut into
 chunks of `chunk-length` rows per episode (an item across a chunk boundary
-takes one row of each). Each round:
+takes one row of each), as push chunks them; `--shared-chunks` puts the six
+columns' rows in one chunk instead (six tensors; a sixth of the chunks).
+Each round:
 
     plan     the Chunks and Items arrays from the columns (numpy; a sketch of
              the plan layer, timed apart)
@@ -19,7 +22,8 @@ takes one row of each). Each round:
              loads before it answers; its table must then hold every item
 
 Printed: medians over the rounds, wall clock and the process's CPU time
-(which moves less when other processes load the machine), items/s and the
+(which moves less when other processes load the machine; the server runs
+in this process, so its load's CPU time is counted too), items/s and the
 checkpoint's bytes per item. The goal the write serves: building >= 300k
 steps/s on one core, so that the server's load is the limit.
 """
@@ -73,18 +77,26 @@ def table(max_size: int) -> reverb.Table:
 
 
 def plan(columns, episodes: int, steps: int, chunk: int,
-         keys: checkpoints.Keys):
-  """(Chunks per column, Items): 2-step items, chunks of `chunk` rows."""
+         keys: checkpoints.Keys, shared: bool = False):
+  """(Chunks per column, Items): 2-step items, chunks of `chunk` rows; with
+  `shared`, one chunk holds every column's rows (tensor i: column i)."""
   per_episode = -(-steps // chunk)
   episode = np.repeat(np.arange(episodes), per_episode)
   first = np.tile(np.arange(per_episode) * chunk, episodes)
   lengths = np.minimum(chunk, steps - first)
   episode_ids = keys.take(episodes)[episode]
-  chunk_keys = [keys.take(len(first)) for _ in columns]
-  chunks = [checkpoints.Chunks(keys=k, episodes=episode_ids, steps=first,
-                               row_starts=episode * steps + first,
-                               lengths=lengths, tensors=(values,))
-            for k, values in zip(chunk_keys, columns)]
+  if shared:
+    chunk_keys = [keys.take(len(first))] * len(columns)
+    chunks = [checkpoints.Chunks(
+        keys=chunk_keys[0], episodes=episode_ids, steps=first,
+        row_starts=episode * steps + first, lengths=lengths,
+        tensors=tuple(columns))]
+  else:
+    chunk_keys = [keys.take(len(first)) for _ in columns]
+    chunks = [checkpoints.Chunks(keys=k, episodes=episode_ids, steps=first,
+                                 row_starts=episode * steps + first,
+                                 lengths=lengths, tensors=(values,))
+              for k, values in zip(chunk_keys, columns)]
   # Item i of an episode: steps i, i + 1; chunk i // chunk, or two chunks
   # when i + 1 starts the next one.
   step = np.tile(np.arange(steps - 1), episodes)
@@ -112,7 +124,8 @@ def plan(columns, episodes: int, steps: int, chunk: int,
       times=1_700_000_000 * 10**9 + np.arange(count, dtype=np.int64),
       num_columns=width, slice_counts=slice_counts,
       chunk_keys=chunk_keys_flat, offsets=offsets, lengths=slice_lengths,
-      indexes=np.zeros(total, np.int64), squeeze=np.zeros(width, bool))
+      indexes=column if shared else np.zeros(total, np.int64),
+      squeeze=np.zeros(width, bool))
   return chunks, items
 
 
@@ -143,6 +156,8 @@ def main():
   parser.add_argument('--chunk-length', type=int, default=32)
   parser.add_argument('--level', type=int, default=0,
                       help='zlib level of the files')
+  parser.add_argument('--shared-chunks', action='store_true',
+                      help='one chunk holds all 6 columns (a tensor each)')
   parser.add_argument('--profile', action='store_true',
                       help='profile one write (CPU time) and stop')
   args = parser.parse_args()
@@ -152,13 +167,14 @@ def main():
   settings = checkpoints.TableSettings.of(table(10**9))
   work = tempfile.mkdtemp(prefix='checkpoint_write_')
   print(f'{episodes:,} episodes of {steps:,} steps: '
-        f'{episodes * (steps - 1):,} 2-step items, 6 columns in chunks of '
+        f'{episodes * (steps - 1):,} 2-step items, 6 columns in '
+        f'{"shared " if args.shared_chunks else ""}chunks of '
         f'{args.chunk_length}; zlib level {args.level}; {args.repeats} rounds')
   if args.profile:
     import cProfile  # pylint: disable=g-import-not-at-top,import-outside-toplevel
     import pstats  # pylint: disable=g-import-not-at-top,import-outside-toplevel
     chunks, items = plan(columns, episodes, steps, args.chunk_length,
-                         checkpoints.Keys(0))
+                         checkpoints.Keys(0), args.shared_chunks)
     profiler = cProfile.Profile(time.process_time)
     profiler.runcall(write, os.path.join(work, 'profile'), settings, chunks,
                      items, args.level)
@@ -170,12 +186,13 @@ def main():
     for round_ in range(args.repeats):
       root = os.path.join(work, f'round{round_}')
       plan_wall, plan_cpu, (chunks, items) = timed(lambda: plan(
-          columns, episodes, steps, args.chunk_length, checkpoints.Keys()))
+          columns, episodes, steps, args.chunk_length, checkpoints.Keys(),
+          args.shared_chunks))
       write_wall, write_cpu, path = timed(lambda: write(  # pylint: disable=cell-var-from-loop
           root, settings, chunks, items, args.level))
       count = len(items)
       del chunks, items
-      load_wall, _, server = timed(lambda: reverb.Server(  # pylint: disable=cell-var-from-loop
+      load_wall, load_cpu, server = timed(lambda: reverb.Server(  # pylint: disable=cell-var-from-loop
           [table(10**9)], checkpointer=(
               reverb.checkpointers.DefaultCheckpointer(root))))
       size = reverb.Client(f'localhost:{server.port}').server_info(
@@ -185,11 +202,12 @@ def main():
         raise SystemExit(f'The server loaded {size:,} items of {count:,}.')
       rounds.append(dict(plan_wall=plan_wall, plan_cpu=plan_cpu,
                          write_wall=write_wall, write_cpu=write_cpu,
-                         load_wall=load_wall,
+                         load_wall=load_wall, load_cpu=load_cpu,
                          bytes=directory_bytes(path), items=count))
       print(f'  round {round_ + 1}: write {count / write_wall:,.0f} items/s '
             f'({count / write_cpu:,.0f} per CPU s), plan '
-            f'{count / plan_wall:,.0f}/s, load {count / load_wall:,.0f}/s')
+            f'{count / plan_wall:,.0f}/s, load {count / load_wall:,.0f}/s '
+            f'({count / load_cpu:,.0f} per CPU s)')
       shutil.rmtree(root)
   finally:
     shutil.rmtree(work, ignore_errors=True)
@@ -202,8 +220,10 @@ def main():
         f'({count / median["plan_cpu"]:,.0f} per CPU second)')
   print(f'plan+write  {count / (median["plan_wall"] + median["write_wall"]):>12,.0f} items/s')
   print(f'load        {count / median["load_wall"]:>12,.0f} items/s '
-        f'(a server starting from the checkpoint)')
+        f'({count / median["load_cpu"]:,.0f} per CPU second; a server '
+        f'starting from the checkpoint)')
   print(f'write/load  {median["load_wall"] / median["write_wall"]:>12.2f}x '
+        f'wall clock, {median["load_cpu"] / median["write_cpu"]:.2f}x CPU '
         f'(the writer is that many times faster than the load)')
   print(f'size        {median["bytes"] / count:>12.1f} B per item')
 

@@ -14,11 +14,25 @@ What a writer gives, and what each becomes (`reverb/cc/schema.proto`):
                           flat_trajectory.columns[j] {chunk_slices
                           [{chunk_key, offset, length, index}], squeeze}
 
+What dm-reverb 0.14.0 does with them (`tfrecord_checkpointer.cc`,
+`chunk_store.cc`, `table.cc`): the loader parses every chunk and keeps it by
+`chunk_key` (a key seen twice keeps the first chunk's data), without
+decoding its tensors; an item then takes the chunks its slices name (a
+missing one fails the load) and is inserted with its key, priority,
+times_sampled and inserted_at as they are, in file order (a full table or a
+key seen twice fails the load). `episode_id` counts the table's episodes;
+`end - start + 1` is the chunk's row count; `data_tensors_len` its tensor
+count; `data_uncompressed_size` is only reported. Tensors are decoded by the
+client that samples them (snappy, then deltas): a slice past its chunk's rows
+fails there, not at load.
+
 Every field is an array over the batch (`serialize.Messages`), never an
-object per item. What Reverb's loader would refuse or mis-read is refused
-here first, naming the item or chunk (`CheckpointWriteError`): a negative or
-NaN priority (the sampler's insert fails and the server does not start),
-a squeezed column not one step long, slices outside their chunk.
+object per item (a Python protobuf object per item cost ~21 us here; in
+bulk an item's record costs ~1.5 us). What Reverb's loader would refuse or
+mis-read is refused here first, naming the item or chunk
+(`CheckpointWriteError`): a negative or NaN priority (the sampler's insert
+fails and the server does not start), a squeezed column not one row long,
+a slice of no rows.
 """
 
 import dataclasses
