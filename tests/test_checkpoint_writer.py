@@ -11,8 +11,10 @@
     differently, a squeezed column) load and sample back exactly.
   * A rate-limited table (MinSize, SampleToInsertRatio) samples at once.
   * Hard edges: a root that holds a checkpoint, settings or items a server
-    would refuse, a build killed mid-way (SIGKILL) or failing at close: the
-    root then loads as before.
+    would refuse, a build killed mid-way (SIGKILL), failing at close or on a
+    full disk (a 256 KB tmpfs, where mounting is allowed): the root then
+    loads as before.
+  * Records do not depend on the batches the writer cuts them in.
 """
 
 import os
@@ -551,3 +553,45 @@ def test_keys_are_distinct_10_byte_varints():
   assert len(np.unique(taken)) == len(taken)
   assert taken.min() >= 2**63  # 10 bytes as a varint: 2^63 <= key.
   assert len(set((taken >> np.uint64(56)).tolist())) > 100  # Random-looking.
+
+
+def test_failure_without_a_with_block_removes_the_checkpoint(tmp_path):
+  writer = checkpoints.CheckpointWriter(
+      os.fspath(tmp_path), [table_settings.TableSettings.of(small_table())])
+  items_and_chunks(writer, 2)
+
+  with pytest.raises(CheckpointWriteError):
+    items_and_chunks(writer, 1, np.array([TIME - 1]))
+
+  assert os.listdir(tmp_path) == []
+  with pytest.raises(CheckpointWriteError) as raised:
+    writer.close()
+  assert str(raised.value) == f'The checkpoint {writer.path} is closed.'
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+  """A 256 KB tmpfs (mounting needs root; skipped where it is refused)."""
+  mount = tmp_path / 'tiny'
+  mount.mkdir()
+  done = subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=256k', 'tmpfs',
+                         os.fspath(mount)], capture_output=True, check=False)
+  if done.returncode:
+    pytest.skip(f'cannot mount a tmpfs here: {done.stderr.decode().strip()}')
+  yield mount
+  subprocess.run(['umount', '-l', os.fspath(mount)], check=True)
+
+
+def test_full_disk_is_one_error_and_leaves_nothing(tiny_disk):
+  settings = table_settings.TableSettings.of(small_table(max_size=10**6))
+  writer = checkpoints.CheckpointWriter(os.fspath(tiny_disk), [settings])
+  count = 50_000  # ~10 MB of records: far more than the disk holds.
+
+  with pytest.raises(CheckpointWriteError) as raised:
+    items_and_chunks(writer, count)
+    writer.close()
+
+  assert str(raised.value) == (
+      f'Writing the checkpoint {writer.path} failed (No space left on '
+      f'device); it is removed.')
+  assert os.listdir(tiny_disk) == []

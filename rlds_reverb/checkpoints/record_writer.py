@@ -137,7 +137,11 @@ class RecordWriter:
     self._file.close()
 
   def abort(self) -> None:
-    self._file.close()
+    """Closes the file, dropping what it could not write (it is removed)."""
+    try:
+      self._file.close()
+    except OSError:  # Flushing its buffer failed: a full disk, say.
+      pass
 
   def _put(self, data: bytes) -> None:
     self._file.write(data)

@@ -11,10 +11,11 @@ A server loads the newest subdirectory of `root` that has `DONE`
 (`directories`), so until `close` writes it nothing here is loadable: a
 build that fails, is killed or runs out of disk leaves a directory Reverb
 skips without a word, and the root loads as it did before (empty, or its
-previous checkpoint). A failure this writer sees removes the directory.
-The directory is named as Reverb names its own (`checkpoint_name`: the
-local time, RFC 3339, nanoseconds), later than every entry already in the
-root, so that it is the one loaded.
+previous checkpoint). A failure this writer sees (bad input, a full disk)
+removes the directory and closes the writer. The directory is named as
+Reverb names its own (`checkpoint_name`: the local time, RFC 3339,
+nanoseconds), after the root's newest checkpoint, so that it is the one
+loaded.
 
 What the loader would refuse, crash on or silently get wrong is checked
 before `DONE`: an item of a table not given, more items than the table's
@@ -24,6 +25,7 @@ a chunk never written (the load fails). Keys are the writer's to choose:
 `Keys` gives distinct ones that look like Reverb's random 64-bit ids.
 """
 
+import contextlib
 import dataclasses
 import datetime
 import os
@@ -63,10 +65,10 @@ class Keys:
   """Distinct 64-bit keys for chunks and items, random-looking as Reverb's:
   2^63 + a bijection of 63-bit numbers (multiply by odd numbers, xor-shift)
   applied to a counter that starts at random. So no two are equal before
-  2^63 of them; writers that share a checkpoint overlap with odds of ~N^2 W^2
-  in 2^63 (W writers of N keys), as random keys would; and every key is a
-  10-byte varint, the same length in every record (`serialize` writes keys
-  of one length a byte place at a time for all)."""
+  2^63 of them; W writers of N keys each that share a checkpoint overlap
+  with odds of ~W^2 N in 2^63; and every key is a 10-byte varint, the same
+  length in every record (`serialize` writes keys of one length a byte
+  place at a time for all)."""
 
   BITS = 63
 
@@ -121,6 +123,7 @@ class CheckpointWriter:
         is not a writable directory; two tables share a name; settings a
         server would crash or fail on.
     """
+    root = os.fspath(root)
     names = [t.name for t in tables]
     if len(set(names)) != len(names) or not names:
       raise CheckpointWriteError(
@@ -176,16 +179,46 @@ class CheckpointWriter:
       self.abort()
 
   def add_chunks(self, chunks: messages_lib.Chunks) -> None:
-    """Writes `chunks` (their keys new to this checkpoint)."""
+    """Writes `chunks` (their keys new to this checkpoint).
+
+    Raises:
+      CheckpointWriteError: chunks Reverb cannot hold, or a write that
+        failed (the checkpoint is then removed).
+    """
     self._check_open()
-    for start in range(0, len(chunks), BATCH_CHUNKS):
-      part = _chunk_part(chunks, start, start + BATCH_CHUNKS)
-      self._files[directories.CHUNKS].write(messages_lib.chunk_messages(part))
-    self._chunk_keys.add(np.asarray(chunks.keys, np.uint64))
+    with self._removed_on_failure():
+      for start in range(0, len(chunks), BATCH_CHUNKS):
+        part = _chunk_part(chunks, start, start + BATCH_CHUNKS)
+        self._files[directories.CHUNKS].write(
+            messages_lib.chunk_messages(part))
+      self._chunk_keys.add(np.asarray(chunks.keys, np.uint64))
 
   def add_items(self, table: str, items: messages_lib.Items) -> None:
-    """Writes `items` of `table`, after the items given before."""
+    """Writes `items` of `table`, after the items given before.
+
+    Raises:
+      CheckpointWriteError: items a server would refuse (see the module's
+        docstring), or a write that failed (the checkpoint is then removed).
+    """
     self._check_open()
+    with self._removed_on_failure():
+      self._add_items(table, items)
+
+  @contextlib.contextmanager
+  def _removed_on_failure(self):
+    """Any failure removes the checkpoint; OSErrors become ours."""
+    try:
+      yield
+    except OSError as e:
+      self.abort()
+      raise CheckpointWriteError(
+          f'Writing the checkpoint {self.path} failed ({e.strerror or e}); '
+          f'it is removed.') from e
+    except BaseException:
+      self.abort()
+      raise
+
+  def _add_items(self, table: str, items: messages_lib.Items) -> None:
     state = self._tables.get(table)
     if state is None:
       raise CheckpointWriteError(
@@ -235,7 +268,12 @@ class CheckpointWriter:
         loader refuses. The directory is removed.
     """
     self._check_open()
-    try:
+    unknown = sorted(set(counts or ()) - set(self._tables))
+    with self._removed_on_failure():
+      if unknown:
+        raise CheckpointWriteError(
+            f'Counts of tables {unknown}, which are not among the '
+            f"checkpoint's tables {sorted(self._tables)}.")
       self._check_references()
       records = [self._table_record(state, (counts or {}).get(name))
                  for name, state in self._tables.items()]
@@ -250,9 +288,6 @@ class CheckpointWriter:
         os.fsync(done.fileno())
       _fsync_directory(self.path)
       _fsync_directory(self.root)
-    except BaseException:
-      self.abort()
-      raise
     self._closed = True
     return self.path
 
