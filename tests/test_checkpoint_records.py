@@ -31,6 +31,7 @@ from rlds_reverb.checkpoints import record_writer  # pylint: disable=g-import-no
 from rlds_reverb.checkpoints import records  # pylint: disable=g-import-not-at-top
 from rlds_reverb.checkpoints import serialize  # pylint: disable=g-import-not-at-top
 from rlds_reverb.checkpoints import table_settings  # pylint: disable=g-import-not-at-top
+from rlds_reverb.errors import CheckpointWriteError  # pylint: disable=g-import-not-at-top
 from tests import checkpoint_copy  # pylint: disable=g-import-not-at-top
 
 EDGES = [0, 1, 127, 128, 16_383, 16_384, 2**32 - 1, 2**63, 2**64 - 1]
@@ -337,3 +338,102 @@ def test_lengths_crcs_equal_the_records_crc32c():
   values = np.array(EDGES + [123_456_789], np.uint64)
   assert record_writer.crc32c_of_uint64(values).tolist() == [
       google_crc32c.value(int(v).to_bytes(8, 'little')) for v in values]
+
+
+def two_chunks(**changes) -> messages.Chunks:
+  values = dict(keys=np.array([5, 6], np.uint64),
+                episodes=np.array([1, 1], np.uint64), steps=np.array([0, 2]),
+                row_starts=np.array([0, 2]), lengths=np.array([2, 2]),
+                tensors=(np.zeros((4, 3), np.float32),))
+  values.update(changes)
+  return messages.Chunks(**values)
+
+
+# Chunks Reverb cannot hold or would mis-read: (changes, message).
+BAD_CHUNKS = {
+    'lengths of other count': (
+        dict(lengths=np.array([2])), 'Chunks: 1 lengths for 2 keys.'),
+    'no tensors': (
+        dict(tensors=()), 'Chunks: no tensors (a chunk holds at least one).'),
+    'empty chunk': (
+        dict(lengths=np.array([2, 0])),
+        'Chunk 6: 0 rows from row 2, step 2; a chunk holds at least one row, '
+        'from row and step 0 on.'),
+    'step past int32': (
+        dict(steps=np.array([0, 2**31 - 1])),
+        'Chunk 6 ends at step 2147483648 of its episode; Reverb counts steps '
+        'in int32.'),
+    'rows past the array': (
+        dict(row_starts=np.array([0, 3])),
+        'Chunk 6: rows 3 to 4 of tensor 0, which has 4.'),
+    'not an array of rows': (
+        dict(tensors=(np.float32(1),)),
+        'Chunks: tensor 0 is not an array of rows.'),
+    'complex numbers': (
+        dict(tensors=(np.zeros((4, 3), np.complex64),)),
+        'Chunks: tensor 0 is complex64, which a Reverb chunk cannot hold '
+        '(TensorFlow dtypes: bool, float16, float32, float64, int16, int32, '
+        'int64, int8, uint16, uint32, uint64, uint8, strings).'),
+}
+
+
+@pytest.mark.parametrize('case', sorted(BAD_CHUNKS))
+def test_chunks_reverb_cannot_hold_are_refused(case):
+  changes, message = BAD_CHUNKS[case]
+  with pytest.raises(CheckpointWriteError) as raised:
+    messages.chunk_messages(two_chunks(**changes))
+  assert str(raised.value) == message
+
+
+def two_items(**changes) -> messages.Items:
+  values = dict(keys=np.array([7, 8], np.uint64), priorities=np.ones(2),
+                times=np.array([10, 20]), num_columns=2,
+                slice_counts=np.array([1, 1, 1, 2]),
+                chunk_keys=np.array([5, 5, 5, 5, 6], np.uint64),
+                offsets=np.array([0, 0, 1, 1, 0]),
+                lengths=np.array([2, 2, 2, 1, 1]),
+                indexes=np.zeros(5, np.int64), squeeze=np.zeros(2, bool))
+  values.update(changes)
+  return messages.Items(**values)
+
+
+# Items Reverb would refuse or mis-read: (changes, message).
+BAD_ITEMS = {
+    'priorities of other count': (
+        dict(priorities=np.ones(3)),
+        "Table 't': 3 priorities for 2 items of 2 columns."),
+    'times_sampled of other count': (
+        dict(times_sampled=np.zeros(1, np.int32)),
+        "Table 't': 1 times_sampled for 2 items."),
+    'slices of other count': (
+        dict(offsets=np.zeros(4, np.int64)),
+        "Table 't': 4 offsets for 5 chunk slices (the sum of slice_counts)."),
+    'NaN priority': (
+        dict(priorities=np.array([1.0, np.nan])),
+        "Table 't': item 8 has priority nan; Reverb refuses negative and NaN "
+        'priorities (the server would not start).'),
+    'times going back': (
+        dict(times=np.array([20, 10])),
+        "Table 't': item 8 is inserted at 10 ns, before the item ahead of it "
+        '(20 ns): items go in insertion order, oldest first.'),
+    'column without slices': (
+        dict(slice_counts=np.array([2, 0, 1, 2])),
+        "Table 't': every item column needs at least one chunk slice."),
+    'slice of no rows': (
+        dict(lengths=np.array([2, 2, 0, 1, 1])),
+        "Table 't': a chunk slice of chunk 5 takes 0 rows from row 1 of "
+        'tensor 0; a slice takes at least one row, from row 0 on, and ends '
+        'before row 2^31.'),
+    'squeezed column of two rows': (
+        dict(squeeze=np.array([False, True])),
+        "Table 't': item 7 squeezes column 1, which holds 2 rows; only a "
+        'column of one row can be squeezed.'),
+}
+
+
+@pytest.mark.parametrize('case', sorted(BAD_ITEMS))
+def test_items_reverb_would_refuse_are_refused(case):
+  changes, message = BAD_ITEMS[case]
+  with pytest.raises(CheckpointWriteError) as raised:
+    messages.item_messages('t', two_items(**changes))
+  assert str(raised.value) == message

@@ -486,6 +486,10 @@ BAD_SETTINGS = {
         dict(rate_limits=limits(samples_per_insert=0.0)),
         "Table 'small': samples_per_insert is 0.0; above 0 (Reverb aborts the "
         'server otherwise).'),
+    'negative priority exponent': (
+        dict(remover=table_settings.Selector('prioritized', -0.5)),
+        "Table 'small': its remover has priority exponent -0.5; finite, "
+        '>= 0.'),
     'no selector, max_size 0, min above max': (
         dict(sampler=table_settings.Selector(''), max_size=0,
              rate_limits=limits(min_diff=2.0)),
@@ -595,3 +599,56 @@ def test_full_disk_is_one_error_and_leaves_nothing(tiny_disk):
       f'Writing the checkpoint {writer.path} failed (No space left on '
       f'device); it is removed.')
   assert os.listdir(tiny_disk) == []
+
+
+def test_roots_and_tables_a_checkpoint_cannot_be_written_for(tmp_path):
+  settings = table_settings.TableSettings.of(small_table())
+  (tmp_path / 'file').write_text('')
+  future = tmp_path / 'future' / '2999-01-01T00:00:00+00:00'
+  future.mkdir(parents=True)
+  (future / directories.DONE).write_text('')
+  cases = [
+      (dict(root=tmp_path / 'a', tables=[settings, settings]),
+       "Checkpoint tables ['small', 'small']: at least one, each name "
+       'once.'),
+      (dict(root=tmp_path / 'file', tables=[settings]),
+       f'Cannot write a checkpoint: {tmp_path / "file"} is not a '
+       f'directory.'),
+      (dict(root=tmp_path / 'future', tables=[settings], append=True),
+       f'{tmp_path / "future"} holds the checkpoint '
+       f'2999-01-01T00:00:00+00:00, whose name sorts after the new one '
+       f'({{name}}): Reverb loads the last name with a DONE file, so the new '
+       f'one would not load (a clock or time zone ahead of this one?).'),
+  ]
+  for options, message in cases:
+    with pytest.raises(CheckpointWriteError) as raised:
+      checkpoints.CheckpointWriter(**options)
+    prefix, _, suffix = message.partition('{name}')
+    assert str(raised.value).startswith(prefix)
+    assert str(raised.value).endswith(suffix)
+
+
+def test_counts_of_unknown_tables_are_refused(tmp_path):
+  writer = checkpoints.CheckpointWriter(
+      os.fspath(tmp_path), [table_settings.TableSettings.of(small_table())])
+
+  with pytest.raises(CheckpointWriteError) as raised:
+    writer.close({'other': table_settings.TableCounts(inserted=0)})
+
+  assert str(raised.value) == (
+      "Counts of tables ['other'], which are not among the checkpoint's "
+      "tables ['small'].")
+  assert os.listdir(tmp_path) == []
+
+
+def test_negative_counts_are_refused(tmp_path):
+  writer = checkpoints.CheckpointWriter(
+      os.fspath(tmp_path), [table_settings.TableSettings.of(small_table())])
+  items_and_chunks(writer, 3)
+
+  with pytest.raises(CheckpointWriteError) as raised:
+    writer.close({'small': table_settings.TableCounts(
+        inserted=2, deleted=-1, sampled=-4)})
+
+  assert str(raised.value) == (
+      "Table 'small': negative counts: sampled -4, deleted -1.")

@@ -106,18 +106,11 @@ def chunk_messages(chunks: Chunks) -> serialize.Messages:
   contents, dtypes, dims, ranks = [], [], [], []
   uncompressed = np.zeros(count, np.int64)
   for values in chunks.tensors:
-    number = tensors_lib.dtype_number(values)
-    if number == tensors_lib.STRING:
-      content = [tensors_lib.string_content(values[s:s + n])
-                 for s, n in zip(starts.tolist(), lengths.tolist())]
-      uncompressed += [tensors_lib.string_bytes(values[s:s + n])
-                       for s, n in zip(starts.tolist(), lengths.tolist())]
-    else:
-      content = tensors_lib.encode_rows(values, starts.tolist(),
-                                        lengths.tolist(), chunks.delta_encoded)
-      uncompressed += lengths * (values[:1].nbytes if len(values) else 0)
+    content, data_bytes = _encoded(values, starts, lengths,
+                                   chunks.delta_encoded)
     contents.append(content)
-    dtypes.append(number)
+    uncompressed += data_bytes
+    dtypes.append(tensors_lib.dtype_number(values))
     # Per chunk: [rows, *row shape].
     dims.append(np.column_stack(
         [lengths] + [np.full(count, size, np.int64) for size in
@@ -147,6 +140,19 @@ def chunk_messages(chunks: Chunks) -> serialize.Messages:
               1, tensor_messages, np.full(count, width, np.int64)))
           .varint(6, width)
           .varint(7, uncompressed))
+
+
+def _encoded(values: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
+             delta_encoded: bool):
+  """(tensor_content per chunk, data_uncompressed_size per chunk) of one
+  tensor of every chunk."""
+  if tensors_lib.dtype_number(values) != tensors_lib.STRING:
+    return (tensors_lib.encode_rows(values, starts.tolist(), lengths.tolist(),
+                                    delta_encoded),
+            lengths * (values[:1].nbytes if len(values) else 0))
+  rows = [values[s:s + n] for s, n in zip(starts.tolist(), lengths.tolist())]
+  return ([tensors_lib.string_content(r) for r in rows],
+          np.array([tensors_lib.string_bytes(r) for r in rows], np.int64))
 
 
 def _check_chunks(chunks: Chunks) -> None:
