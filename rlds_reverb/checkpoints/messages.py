@@ -220,10 +220,8 @@ def item_messages(table: str, items: Items) -> serialize.Messages:
              .varint(2, squeeze))
   trajectories = serialize.Messages(count).repeated(
       1, columns, np.full(count, items.num_columns, np.int64))
-  times = np.asarray(items.times, np.int64)
-  stamps = (serialize.Messages(count)
-            .varint(1, times // NANOS)
-            .varint(2, times % NANOS))
+  seconds, nanos = np.divmod(np.asarray(items.times, np.int64), NANOS)
+  stamps = serialize.Messages(count).varint(1, seconds).varint(2, nanos)
   times_sampled = (0 if items.times_sampled is None else
                    np.asarray(items.times_sampled, np.int32))
   return (serialize.Messages(count)

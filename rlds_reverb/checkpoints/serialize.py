@@ -100,10 +100,9 @@ def _as_uint64(values, count: int) -> np.ndarray:
   """`values` (a scalar or `count` numbers) as uint64; negative integers as
   protobuf writes an int32 or int64 (two's complement, 10 bytes)."""
   values = np.asarray(values)
-  if values.dtype.kind == 'i' or values.dtype.kind == 'b':
-    values = values.astype(np.int64).view(np.uint64)
-  values = np.broadcast_to(values.astype(np.uint64, copy=False), (count,))
-  return values
+  if values.dtype.kind in 'ib':
+    values = values.astype(np.int64, copy=False).view(np.uint64)
+  return np.broadcast_to(values.astype(np.uint64, copy=False), (count,))
 
 
 def _tag(number: int, wire_type: int) -> int:
