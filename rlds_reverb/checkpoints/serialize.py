@@ -36,11 +36,15 @@ _VARINT_LIMITS = np.array([1 << (7 * k) for k in range(1, 10)], np.uint64)
 _SEVEN = np.uint64(7)
 
 
-def varint_lengths(values: np.ndarray) -> np.ndarray:
-  """The bytes of each uint64 value written as a varint (1 to 10)."""
+def varint_lengths(values: np.ndarray, smallest=None, largest=None
+                   ) -> np.ndarray:
+  """The bytes of each uint64 value written as a varint (1 to 10);
+  `smallest` and `largest` of the values, if known, save two passes."""
   if not len(values):
     return np.ones(0, np.int64)
-  low, high = np.searchsorted(_VARINT_LIMITS, [values.min(), values.max()],
+  if smallest is None:
+    smallest, largest = values.min(), values.max()
+  low, high = np.searchsorted(_VARINT_LIMITS, [smallest, largest],
                               side='right')
   if low == high:  # One length for all (keys, small offsets): no pass.
     return np.full(len(values), int(low) + 1, np.int64)
@@ -220,17 +224,21 @@ class _Varint(_Field):
 
   def __init__(self, tag: int, values: np.ndarray):
     self.tag = tag
-    if len(values) and not values.max():  # proto3 writes no zeros.
+    smallest, largest = (values.min(), values.max()) if len(values) else (1, 1)
+    if not largest:  # proto3 writes no zeros: in no message.
       self.sizes = None
       return
-    self.present = _present(values)
+    if smallest:
+      self.present = slice(None)
+      self.values = values
+      self.lengths = varint_lengths(values, smallest, largest)
+      self.sizes = self.lengths + 1
+      return
+    self.present = np.flatnonzero(values)
     self.values = values[self.present]
     self.lengths = varint_lengths(self.values)
-    if isinstance(self.present, slice):
-      self.sizes = self.lengths + 1
-    else:
-      self.sizes = np.zeros(len(values), np.int64)
-      self.sizes[self.present] = 1 + self.lengths
+    self.sizes = np.zeros(len(values), np.int64)
+    self.sizes[self.present] = 1 + self.lengths
 
   def write(self, out, cursor):
     at = cursor[self.present]
