@@ -32,6 +32,7 @@ from rlds_reverb.checkpoints.directories import writable_error
 from rlds_reverb.checkpoints.records import read_records
 from rlds_reverb.checkpoints.messages import Chunks
 from rlds_reverb.checkpoints.messages import Items
+from rlds_reverb.checkpoints.table_settings import encode_signature
 from rlds_reverb.checkpoints.table_settings import RateLimits
 from rlds_reverb.checkpoints.table_settings import Selector
 from rlds_reverb.checkpoints.table_settings import TableCounts
