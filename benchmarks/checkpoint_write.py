@@ -218,7 +218,8 @@ def main():
         f'({count / median["write_cpu"]:,.0f} per CPU second)')
   print(f'plan        {count / median["plan_wall"]:>12,.0f} items/s '
         f'({count / median["plan_cpu"]:,.0f} per CPU second)')
-  print(f'plan+write  {count / (median["plan_wall"] + median["write_wall"]):>12,.0f} items/s')
+  both = median['plan_wall'] + median['write_wall']
+  print(f'plan+write  {count / both:>12,.0f} items/s')
   print(f'load        {count / median["load_wall"]:>12,.0f} items/s '
         f'({count / median["load_cpu"]:,.0f} per CPU second; a server '
         f'starting from the checkpoint)')

@@ -36,7 +36,7 @@ a slice of no rows.
 """
 
 import dataclasses
-from typing import Optional, Sequence, Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 
