@@ -340,26 +340,37 @@ def test_checkpoint_names_sort_as_reverbs_own(tmp_path):
 
 
 def killed_mid_write(root) -> str:
-  """Runs a build of 200,000 items in a subprocess, SIGKILLs it once half
-  is written (it waits for us there), and returns what it printed."""
+  """Runs a build of 200,000 items of table 'small' in a subprocess (which
+  imports neither TensorFlow nor Reverb), SIGKILLs it once half is written
+  (it waits for us there), and returns the checkpoint it was writing."""
+  settings = table_settings.TableSettings.of(small_table(max_size=10**6))
   script = textwrap.dedent(f'''
       import sys
       import numpy as np
       from rlds_reverb import checkpoints
-      from tests import test_checkpoint_writer as t
-      settings = checkpoints.TableSettings.of(t.small_table(max_size=10**6))
+      settings = checkpoints.TableSettings(
+          name='small', sampler=checkpoints.Selector('fifo'),
+          remover=checkpoints.Selector('fifo'), max_size=10**6,
+          rate_limits=checkpoints.{settings.rate_limits!r},
+          max_times_sampled=1, signature={settings.signature!r})
       writer = checkpoints.CheckpointWriter({os.fspath(root)!r}, [settings],
                                             append=True)
       keys = checkpoints.Keys()
+      count = 100_000
       for half in range(2):
-        chunk_keys = keys.take(100_000)
+        chunk_keys = keys.take(count)
         writer.add_chunks(checkpoints.Chunks(
-            keys=chunk_keys, episodes=np.zeros(100_000, np.uint64),
-            steps=np.arange(100_000), row_starts=np.arange(100_000),
-            lengths=np.ones(100_000, np.int64),
-            tensors=(np.ones(100_000, np.float32),)))
-        writer.add_items('small', t.one_step_items(
-            chunk_keys, keys, t.TIME + np.arange(100_000) + half * 10**6))
+            keys=chunk_keys, episodes=np.zeros(count, np.uint64),
+            steps=np.arange(count), row_starts=np.arange(count),
+            lengths=np.ones(count, np.int64),
+            tensors=(np.ones(count, np.float32),)))
+        writer.add_items('small', checkpoints.Items(
+            keys=keys.take(count), priorities=np.ones(count),
+            times={TIME} + np.arange(count) + half * count, num_columns=1,
+            slice_counts=np.ones(count, np.int64), chunk_keys=chunk_keys,
+            offsets=np.zeros(count, np.int64),
+            lengths=np.ones(count, np.int64),
+            indexes=np.zeros(count, np.int64), squeeze=np.zeros(1, bool)))
         if half == 0:
           print(writer.path, flush=True)
           sys.stdin.readline()
