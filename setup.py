@@ -25,6 +25,10 @@ INSTALL_REQUIRES = [
     # Raw snappy, for the chunks of Reverb checkpoints (export): one 2 MB
     # wheel with no dependencies.
     'cramjam==2.13.0',
+    # CRC32C of each record of a checkpoint built offline (TensorFlow's
+    # reader checks them): C, hardware-accelerated; one 37 KB wheel with no
+    # dependencies. numpy's table-driven CRC ran 4x slower per item record.
+    'google-crc32c==1.9.0',
 ]
 
 setuptools.setup(

@@ -93,6 +93,12 @@ class CheckpointError(RldsReverbError, ValueError):
   damaged, or contents that contradict each other; names the file."""
 
 
+class CheckpointWriteError(RldsReverbError, ValueError):
+  """A Reverb checkpoint that cannot be written as asked: a root that holds
+  one already, or settings and records a server would refuse or crash on at
+  load; names the table, item or chunk."""
+
+
 class ExportError(RldsReverbError, ValueError):
   """A table that cannot be exported as RLDS (its items are not
   trajectories), or an export that lost data under `strict=True`."""

@@ -1,15 +1,22 @@
-"""Reverb checkpoints read without Reverb: which one a path means, and what
-it holds.
+"""Reverb checkpoints read and written without Reverb: which one a path
+means, what it holds, and a new one built from chunks and items.
 
     directories   which checkpoint Reverb would load (`find`, `DONE`)
     records       a checkpoint file's records, as a stream (zlib TFRecords)
-    schema        the proto fields read, declared by number
+    schema        the proto fields read and written, declared by number
     wire          the fields of many records at once, read by numpy
-    tensors       a chunk's tensors as numpy (snappy, deltas, strings)
+    tensors       a chunk's tensors as numpy and back (snappy, deltas, strings)
     contents      `chunk_lengths`: what push's chunking left on the server
 
-Plain `os`, protobuf, numpy and cramjam: the command line imports
-TensorFlow and Reverb late. `rlds_reverb.export` builds on this.
+    serialize       many messages at once, written by numpy (`wire` inverted)
+    messages        `Chunks` and `Items` -> ChunkData, PrioritizedItem records
+    table_settings  `TableSettings` + `TableCounts` -> a table's record
+    record_writer   records -> a zlib TFRecord file (masked CRC32C, fsync)
+    writer          `CheckpointWriter`: root/<time>/ files, then `DONE`
+
+Plain `os`, protobuf, numpy, cramjam and google-crc32c: the command line
+imports TensorFlow and Reverb late. `rlds_reverb.export` builds on the
+readers.
 """
 
 from rlds_reverb.checkpoints.contents import chunk_lengths
@@ -23,3 +30,12 @@ from rlds_reverb.checkpoints.directories import ITEMS
 from rlds_reverb.checkpoints.directories import TABLES
 from rlds_reverb.checkpoints.directories import writable_error
 from rlds_reverb.checkpoints.records import read_records
+from rlds_reverb.checkpoints.messages import Chunks
+from rlds_reverb.checkpoints.messages import Items
+from rlds_reverb.checkpoints.table_settings import encode_signature
+from rlds_reverb.checkpoints.table_settings import RateLimits
+from rlds_reverb.checkpoints.table_settings import Selector
+from rlds_reverb.checkpoints.table_settings import TableCounts
+from rlds_reverb.checkpoints.table_settings import TableSettings
+from rlds_reverb.checkpoints.writer import CheckpointWriter
+from rlds_reverb.checkpoints.writer import Keys

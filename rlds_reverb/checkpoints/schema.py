@@ -1,9 +1,11 @@
-"""The parts of Reverb's and TensorFlow's protos that a checkpoint reader needs.
+"""The parts of Reverb's and TensorFlow's protos that a checkpoint's readers and
+writers need.
 
 Declared here, by field number, instead of importing Reverb's generated
 modules: reading a checkpoint then needs protobuf alone, and protobuf skips
 the fields left out. Sources (dm-reverb 0.14.0): `reverb/cc/schema.proto`
-(ChunkData, SequenceRange, FlatTrajectory, PrioritizedItem),
+(ChunkData, SequenceRange, FlatTrajectory, PrioritizedItem,
+KeyDistributionOptions),
 `reverb/cc/checkpointing/checkpoint.proto` (PriorityTableCheckpoint,
 RateLimiterCheckpoint); TensorFlow's `tensor.proto`, `tensor_shape.proto`;
 protobuf's `timestamp.proto`. `tests/test_checkpoint_schema.py` checks each
@@ -12,8 +14,10 @@ number against the descriptors dm-reverb ships.
 Three fields are declared as `bytes`, to be parsed later or never:
 `ChunkData.data` (only the chunks a table needs are decoded),
 `PriorityTableCheckpoint.signature` (a TensorFlow `StructuredValue`, decoded
-by TensorFlow) and `PrioritizedItem.deprecated_sequence_range` (present only
-in checkpoints older than 2021, which this reader refuses).
+and encoded by TensorFlow) and `PrioritizedItem.deprecated_sequence_range`
+(present only in checkpoints older than 2021, which this reader refuses).
+`KeyDistributionOptions` declares its oneof's members as plain fields: a
+writer sets exactly one (Reverb's loader aborts the server on none).
 """
 
 import functools
@@ -28,7 +32,9 @@ FIELDS = {
     'ChunkData': [('chunk_key', 1, 'uint64', None),
                   ('sequence_range', 2, 'message', 'SequenceRange'),
                   ('delta_encoded', 4, 'bool', None),
-                  ('data', 5, 'bytes', None)],
+                  ('data', 5, 'bytes', None),
+                  ('data_tensors_len', 6, 'int32', None),
+                  ('data_uncompressed_size', 7, 'int64', None)],
     'ChunkTensors': [('tensors', 1, 'repeated', 'TensorProto')],  # ChunkData.Data
     'ChunkSlice': [('chunk_key', 1, 'uint64', None),
                    ('offset', 2, 'int32', None), ('length', 3, 'int32', None),
@@ -39,19 +45,35 @@ FIELDS = {
     'PrioritizedItem': [('key', 1, 'uint64', None),
                         ('table', 2, 'string', None),
                         ('deprecated_sequence_range', 4, 'bytes', None),
+                        ('priority', 5, 'double', None),
+                        ('times_sampled', 6, 'int32', None),
                         ('inserted_at', 7, 'message', 'Timestamp'),
                         ('flat_trajectory', 8, 'message', 'FlatTrajectory')],
+    'KeyDistributionOptions': [
+        ('fifo', 1, 'bool', None), ('uniform', 2, 'bool', None),
+        ('prioritized', 3, 'message', 'Prioritized'),
+        ('heap', 4, 'message', 'Heap'), ('lifo', 6, 'bool', None),
+        ('is_deterministic', 7, 'bool', None)],
+    'Prioritized': [('priority_exponent', 1, 'double', None)],
+    'Heap': [('min_heap', 1, 'bool', None)],
     # reverb/cc/checkpointing/checkpoint.proto
-    'RateLimiterCheckpoint': [('sample_count', 6, 'int64', None),
+    'RateLimiterCheckpoint': [('samples_per_insert', 2, 'double', None),
+                              ('min_diff', 3, 'double', None),
+                              ('max_diff', 4, 'double', None),
+                              ('min_size_to_sample', 5, 'int64', None),
+                              ('sample_count', 6, 'int64', None),
                               ('insert_count', 7, 'int64', None),
                               ('delete_count', 8, 'int64', None)],
     'PriorityTableCheckpoint': [
         ('table_name', 1, 'string', None),
         ('rate_limiter', 3, 'message', 'RateLimiterCheckpoint'),
+        ('sampler', 4, 'message', 'KeyDistributionOptions'),
+        ('remover', 5, 'message', 'KeyDistributionOptions'),
         ('max_size', 6, 'int64', None),
         ('max_times_sampled', 7, 'int32', None),
         ('num_deleted_episodes', 8, 'int64', None),
-        ('signature', 9, 'bytes', None)],
+        ('signature', 9, 'bytes', None),
+        ('num_unique_samples', 10, 'int64', None)],
     # google/protobuf/timestamp.proto
     'Timestamp': [('seconds', 1, 'int64', None), ('nanos', 2, 'int32', None)],
     # tensorflow/core/framework/tensor_shape.proto, tensor.proto
@@ -75,6 +97,7 @@ def classes():
   field = descriptor_pb2.FieldDescriptorProto
   types = {'uint64': field.TYPE_UINT64, 'int64': field.TYPE_INT64,
            'int32': field.TYPE_INT32, 'bool': field.TYPE_BOOL,
+           'double': field.TYPE_DOUBLE,
            'string': field.TYPE_STRING, 'bytes': field.TYPE_BYTES,
            'repeated_bytes': field.TYPE_BYTES}
   file = descriptor_pb2.FileDescriptorProto(

@@ -1,4 +1,5 @@
-"""A chunk's tensors as numpy arrays, undoing Reverb's compression.
+"""A chunk's tensors as numpy arrays, and back: Reverb's compression, undone
+(`decode`) and done (`encode_rows`, `string_content`).
 
 Reverb stores each tensor of a chunk as a TensorFlow `TensorProto`
 (`reverb/cc/tensor_compression.cc`):
@@ -10,10 +11,15 @@ Reverb stores each tensor of a chunk as a TensorFlow `TensorProto`
               rank >= 2, each row holds its difference from the row before
               (in the unsigned type of the same width, wrapping)
 
-Snappy is decoded by `cramjam` into the array's own memory.
+Snappy is decoded by `cramjam` into the array's own memory, and encoded by
+it a chunk at a time (~0.5 us a call, ~900 MB/s here): the bytes may differ
+from the C++ snappy's (the matches it picks), the data they decode to does
+not. `data_uncompressed_size` is the chunk's bytes before deltas and snappy
+as TensorFlow counts them (`Tensor::TotalBytes`: a string costs 24 bytes
+plus its length).
 """
 
-from typing import Dict
+from typing import Dict, List, Sequence
 
 import cramjam
 import numpy as np
@@ -30,6 +36,9 @@ DTYPES: Dict[int, np.dtype] = {
     17: np.dtype(np.uint16), 19: np.dtype(np.float16),
     22: np.dtype(np.uint32), 23: np.dtype(np.uint64),
 }
+NUMBERS: Dict[np.dtype, int] = {
+    dtype: number for number, dtype in DTYPES.items() if number != STRING}
+STRING_BYTES = 24  # sizeof(tensorflow::tstring), counted per string.
 
 
 def decode(tensor, delta_encoded: bool, where: str) -> np.ndarray:
@@ -117,3 +126,64 @@ def _decoded_strings(content: bytes, count: int, where: str):
     items.append(content[position:position + length])
     position += length
   return items
+
+
+def dtype_number(values: np.ndarray) -> int:
+  """TensorFlow's DataType number for the array's dtype (strings: object,
+  bytes_ or str_ arrays), or 0 if Reverb cannot hold it."""
+  if values.dtype.kind in 'OSU':
+    return STRING
+  return NUMBERS.get(values.dtype, 0)
+
+
+def encode_rows(values: np.ndarray, starts: Sequence[int],
+                lengths: Sequence[int], delta_encoded: bool) -> List[bytes]:
+  """Per chunk c, rows [starts[c], starts[c] + lengths[c]) of `values` (not
+  strings) as Reverb stores them: in rows' differences if `delta_encoded`
+  and the values are integers of rank >= 2 (the rows' own rank >= 1), then
+  raw snappy. Each chunk's rows must lie together in `values`."""
+  values = np.ascontiguousarray(values)
+  if delta_encoded and values.ndim >= 2 and values.dtype.kind in 'iu':
+    values = _deltas(values, starts)
+  row_bytes = values.nbytes // len(values) if len(values) else 0
+  data = memoryview(values.reshape(-1).view(np.uint8))
+  firsts = np.asarray(starts, np.int64) * row_bytes
+  lasts = firsts + np.asarray(lengths, np.int64) * row_bytes
+  # No Python frame per chunk: the slices and calls are made by map, in C.
+  return list(map(cramjam.snappy.compress_raw, map(
+      data.__getitem__, map(slice, firsts.tolist(), lasts.tolist()))))
+
+
+def _deltas(values: np.ndarray, starts: Sequence[int]) -> np.ndarray:
+  """Each row less the row before, wrapping in the unsigned type of the same
+  width; a chunk's first row as it is (`_undo_deltas` inverted)."""
+  unsigned = values.view(np.dtype(f'u{values.dtype.itemsize}'))
+  deltas = unsigned.copy()
+  deltas[1:] -= unsigned[:-1]
+  starts = np.asarray(starts, np.int64)
+  deltas[starts] = unsigned[starts]
+  return deltas.view(values.dtype)
+
+
+def string_content(values: np.ndarray) -> bytes:
+  """A string tensor's `tensor_content` (TensorFlow's encoding): a varint
+  length per string, then the strings."""
+  items = [_as_bytes(item) for item in values.reshape(-1).tolist()]
+  lengths = bytearray()
+  for item in items:
+    length = len(item)
+    while length >= 0x80:
+      lengths.append(length & 0x7F | 0x80)
+      length >>= 7
+    lengths.append(length)
+  return bytes(lengths) + b''.join(items)
+
+
+def string_bytes(values: np.ndarray) -> int:
+  """`Tensor::TotalBytes` of a string tensor."""
+  items = values.reshape(-1).tolist()
+  return STRING_BYTES * len(items) + sum(len(_as_bytes(i)) for i in items)
+
+
+def _as_bytes(item) -> bytes:
+  return item.encode() if isinstance(item, str) else bytes(item)
