@@ -24,6 +24,7 @@ from the workers while they start.
 """
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import multiprocessing
 import os
@@ -155,20 +156,43 @@ def run_shards(dataset, server, tables, *, workers: int, split: str = 'train',
   servers = [server] if isinstance(server, str) else list(server)
   check_servers(servers, push_options.get('timeout', DEFAULT_TIMEOUT_S))
   context = multiprocessing.get_context('spawn')
-  with concurrent.futures.ProcessPoolExecutor(workers,
-                                              mp_context=context) as pool:
-    futures = [
-        pool.submit(_push_shard, dataset, split, data_dir, (index, workers),
-                    servers[index % len(servers)], tables, on_invalid,
-                    resume and resume_lib.shard_path(resume, index, workers),
-                    resume_anyway, push_options)
-        for index in range(workers)]
+  interrupted = context.Event()
+  with concurrent.futures.ProcessPoolExecutor(
+      workers, mp_context=context, initializer=_start_worker,
+      initargs=(interrupted,)) as pool:
+    with _sigint_ignored():  # Inherited: workers start deaf to Ctrl-C.
+      futures = [
+          pool.submit(_push_shard, dataset, split, data_dir, (index, workers),
+                      servers[index % len(servers)], tables, on_invalid,
+                      resume and resume_lib.shard_path(resume, index, workers),
+                      resume_anyway, push_options)
+          for index in range(workers)]
     try:
       concurrent.futures.wait(futures)
     except KeyboardInterrupt:
+      interrupted.set()  # For workers still starting: they look at it.
       _interrupt(pool)  # A terminal's Ctrl-C reached them; `kill` may not.
       concurrent.futures.wait(futures)  # Each confirms and says so.
-    return [future.result() for future in futures]
+    return [_outcome(future, index, workers)
+            for index, future in enumerate(futures)]
+
+
+def _outcome(future: concurrent.futures.Future, index: int,
+             workers: int) -> ShardOutcome:
+  """The shard's outcome, also when its process raised before its push
+  began (Ctrl-C while it imported TensorFlow) or died: the shard is named
+  with what happened, never lost in the parent's own error."""
+  try:
+    return future.result()
+  except KeyboardInterrupt:  # Between its push and its report: rare.
+    return ShardOutcome(f'{index}/{workers}', error='interrupted.',
+                        error_type='KeyboardInterrupt',
+                        notes=('Interrupted before it reported what it '
+                               'wrote.',))
+  except Exception as e:  # pylint: disable=broad-except
+    return ShardOutcome(f'{index}/{workers}',
+                        error=wording.one_line(str(e)) or type(e).__name__,
+                        error_type=type(e).__name__)
 
 
 def check_servers(servers: Sequence[str], timeout_s: float) -> None:
@@ -186,6 +210,45 @@ def check_servers(servers: Sequence[str], timeout_s: float) -> None:
     addresses.parse(address)
   for address in dict.fromkeys(servers):
     addresses.check_reachable(address, timeout_s)
+
+
+@contextlib.contextmanager
+def _sigint_ignored():
+  """SIGINT ignored while workers are spawned, so that they inherit it.
+
+  A worker that takes Ctrl-C while Python starts it (before its task runs)
+  dies, and the pool then kills every other worker, confirmed or not. So
+  workers start ignoring SIGINT and listen once their task begins
+  (`_listen_for_ctrl_c`); a Ctrl-C in the few milliseconds of spawning is
+  lost.
+  """
+  previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+  try:
+    yield
+  finally:
+    signal.signal(signal.SIGINT, previous)
+
+
+_interrupted = None  # In a worker: the parent's event, set on Ctrl-C.
+
+
+def _start_worker(interrupted) -> None:
+  global _interrupted  # pylint: disable=global-statement
+  _interrupted = interrupted
+
+
+@contextlib.contextmanager
+def _listen_for_ctrl_c():
+  """In a worker, around its task: Ctrl-C raises KeyboardInterrupt, also
+  one that came while the worker still started (the parent's event); idle
+  again, it ignores SIGINT, so a late one cannot kill it."""
+  signal.signal(signal.SIGINT, signal.default_int_handler)
+  try:
+    if _interrupted is not None and _interrupted.is_set():
+      raise KeyboardInterrupt
+    yield
+  finally:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _interrupt(pool: concurrent.futures.ProcessPoolExecutor) -> None:
@@ -206,30 +269,38 @@ def _push_shard(dataset, split, data_dir, shard, server, tables, on_invalid,
   What its tables held is for the parent to warn of, once for all shards:
   its own warning of it is left out.
   """
-  from rlds_reverb import checked_push  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  source = checked_push.Source(dataset, split, data_dir, shard)
-  plan = None
-  try:
-    job = checked_push.source_job(
-        source, server, tables, checked_push.Settings(**push_options),
-        on_invalid, resume, resume_anyway)
-    plan = job.check()
-    result = job.write()
+  shard_text = '/'.join(map(str, shard))
+  plan = result = None
+  try:  # The import too: Ctrl-C while it loads TensorFlow wrote nothing.
+    with _listen_for_ctrl_c():
+      from rlds_reverb import checked_push  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+      job = checked_push.source_job(
+          checked_push.Source(dataset, split, data_dir, shard), server,
+          tables, checked_push.Settings(**push_options), on_invalid, resume,
+          resume_anyway)
+      plan = job.check()
+      result = job.write()
   except (Exception, KeyboardInterrupt) as e:  # pylint: disable=broad-except
-    interrupted = isinstance(e, KeyboardInterrupt)
-    return ShardOutcome(
-        source.shard_text(),
-        error=wording.one_line(str(e)) or ('interrupted.' if interrupted
-                                           else type(e).__name__),
-        error_type=type(e).__name__,
-        notes=tuple(wording.one_line(note)
-                    for note in getattr(e, '__notes__', ())),
-        held=_held_of(plan))
+    if result is None:
+      return _failed(shard_text, e, plan)
   result = dataclasses.replace(result, warnings=tuple(
       message for message in result.warnings
       if message not in plan.held_warnings))
-  return ShardOutcome(source.shard_text(), result=dataclasses.asdict(result),
+  return ShardOutcome(shard_text, result=dataclasses.asdict(result),
                       held=_held_of(plan))
+
+
+def _failed(shard_text: str, error: BaseException, plan) -> ShardOutcome:
+  """A shard's error as one line, with its notes (what it confirmed)."""
+  interrupted = isinstance(error, KeyboardInterrupt)
+  return ShardOutcome(
+      shard_text,
+      error=wording.one_line(str(error)) or ('interrupted.' if interrupted
+                                             else type(error).__name__),
+      error_type=type(error).__name__,
+      notes=tuple(wording.one_line(note)
+                  for note in getattr(error, '__notes__', ())),
+      held=_held_of(plan))
 
 
 def _held_of(plan) -> Tuple[Dict[str, Any], ...]:

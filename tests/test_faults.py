@@ -487,6 +487,49 @@ def test_ctrl_c_with_workers_says_what_each_confirmed_and_resumes(
   assert sorted(pushed) == sorted(clean)  # As multisets: every item once.
 
 
+def _starting_workers(parent_pid: int) -> list:
+  """Pids of the worker processes `parent_pid` has spawned so far (their
+  command line runs multiprocessing's `spawn_main`; its resource tracker's
+  does not)."""
+  pids = []
+  for child in pathlib.Path(f'/proc/{parent_pid}/task').glob('*/children'):
+    for pid in child.read_text().split():
+      try:
+        command = pathlib.Path(f'/proc/{pid}/cmdline').read_bytes()
+      except FileNotFoundError:
+        continue
+      if b'spawn_main' in command:
+        pids.append(int(pid))
+  return pids
+
+
+def test_ctrl_c_while_workers_start_names_every_shard(dirs):
+  """SIGINT to the parent while its workers still load TensorFlow: each
+  shard says it wrote nothing (it was reported as a bare 'interrupted.',
+  the workers' own KeyboardInterrupt re-raised in the parent)."""
+  with ServerProcess([{'name': 'replay', 'kind': 'fifo',
+                       'signed_for': dirs['long']}]) as server:
+    push = _start_push('--dataset', dirs['long'], '--server', server.address,
+                       '--table', 'replay', '--workers', '2')
+    deadline = time.monotonic() + HANG_GUARD_S
+    while len(_starting_workers(push.pid)) < 2:
+      assert push.poll() is None, push.communicate()
+      assert time.monotonic() < deadline, 'the workers never started'
+      time.sleep(POLL_S)
+    push.send_signal(signal.SIGINT)
+    _, stderr = push.communicate(timeout=HANG_GUARD_S)
+    held = reverb_tables.table_size(reverb.Client(server.address), 'replay')
+  assert push.returncode == 130, stderr
+  [line] = error_lines(stderr)
+  assert line.startswith('rlds-reverb: error: interrupted. shard 0/2: '), line
+  shards = line.split('interrupted. ', 1)[1].split(' | ')[:2]
+  assert [text.split(': ', 1)[0] for text in shards] == ['shard 0/2',
+                                                         'shard 1/2'], line
+  if held == 0:  # Interrupted before any worker wrote: each says so.
+    assert all(text.endswith('Nothing was written.') for text in shards), line
+  assert 'Traceback' not in stderr
+
+
 def test_ctrl_c_with_workers_interrupts_each_and_says_what_it_confirmed(
     dirs):
   """SIGINT to the parent alone (`kill -INT`), not to the process group: it
