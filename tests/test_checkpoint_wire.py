@@ -1,11 +1,11 @@
-"""`checkpoints.wire` reads what protobuf reads: items built with the
+"""`wire` and `checkpoints.parse` read what protobuf reads: items built with the
 checkpoint schema's classes, serialized by protobuf, read back both ways."""
 
 import numpy as np
 import pytest
 
+from rlds_reverb import wire
 from rlds_reverb.checkpoints import schema
-from rlds_reverb.checkpoints import wire
 from rlds_reverb.errors import CheckpointError
 from rlds_reverb.exporter import items as items_lib
 
@@ -47,20 +47,21 @@ def test_slices_and_times_equal_protobufs():
                     got.columns.tolist(), got.times.tolist())) == sorted(want)
 
 
-def varint(value: int) -> bytes:
-  """Protobuf's base-128 encoding, low groups first."""
-  out = bytearray()
-  while True:
-    low, value = value & 0x7F, value >> 7
-    out.append(low | 0x80 if value else low)
-    if not value:
-      return bytes(out)
+def protobuf_varint(value: int) -> bytes:
+  """The varint protobuf writes for `value` (a uint64 field, its tag cut)."""
+  if not value:
+    return b'\x00'
+  return schema.classes()['ChunkSlice'](chunk_key=value).SerializeToString()[1:]
+
+
+def test_varint_is_what_protobuf_writes():
+  assert [wire.varint(v) for v in EDGES] == [protobuf_varint(v) for v in EDGES]
 
 
 def test_varints_at_their_edges():
-  encoded = [varint(v) for v in EDGES]
+  encoded = [protobuf_varint(v) for v in EDGES]
   buffer, starts, _ = wire.buffer_of(encoded)
-  values, lengths = wire.varints(buffer, starts)
+  values, lengths = wire.read_varints(buffer, starts)
   assert values.tolist() == EDGES
   assert lengths.tolist() == [len(e) for e in encoded]
   assert lengths.tolist()[-1] == 10
@@ -68,7 +69,7 @@ def test_varints_at_their_edges():
 
 def test_varint_longer_than_ten_bytes_has_length_0():
   buffer, starts, _ = wire.buffer_of([b'\xff' * 11 + b'\x01'])
-  assert wire.varints(buffer, starts)[1].tolist() == [0]
+  assert wire.read_varints(buffer, starts)[1].tolist() == [0]
 
 
 def test_field_past_its_message_is_one_line_naming_the_file():

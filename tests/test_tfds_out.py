@@ -31,7 +31,7 @@ from rlds_reverb.tfds_out import features_from_specs  # pylint: disable=g-import
 from rlds_reverb.tfds_out import ImageEncoding  # pylint: disable=g-import-not-at-top
 from rlds_reverb.tfds_out import layout  # pylint: disable=g-import-not-at-top
 from rlds_reverb.specs import encoded as encoded_spec  # pylint: disable=g-import-not-at-top
-from rlds_reverb.tfds_out import wire  # pylint: disable=g-import-not-at-top
+from rlds_reverb.tfds_out import example  # pylint: disable=g-import-not-at-top
 from tests import dataset_shapes  # pylint: disable=g-import-not-at-top
 from tests import rlds_data  # pylint: disable=g-import-not-at-top
 from tests import rlds_dirs  # pylint: disable=g-import-not-at-top
@@ -324,7 +324,7 @@ def test_numbers_at_every_edge_encode_to_the_bytes_tfds_writes():
       serializer.serialize_example(features.encode_example(episode)))
 
 
-INT64_LISTS = {  # Each of wire.varints' paths, and their edges.
+INT64_LISTS = {  # Each of wire.packed_varints' paths, and their edges.
     'uint8': np.arange(256, dtype=np.uint8).reshape(2, 8, 16),
     'one_byte': np.arange(128, dtype=np.int64),
     'up_to_two_bytes': np.array([0, 127, 128, 255, 256, 0x3FFF], np.int32),
@@ -338,7 +338,7 @@ def test_int64_lists_are_the_bytes_protobuf_writes(name):
   values = INT64_LISTS[name]
   expected = tf_feature_pb2.Feature(int64_list=tf_feature_pb2.Int64List(
       value=values.astype(np.int64).ravel().tolist())).SerializeToString()
-  assert wire.int64_feature(values) == expected
+  assert example.int64_feature(values) == expected
 
 
 FEATURES_WRITER_CANNOT_STORE = {
