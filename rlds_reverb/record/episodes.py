@@ -26,6 +26,7 @@ import tree
 from rlds_reverb.convert import step_types
 from rlds_reverb.convert import to_rlds
 from rlds_reverb.errors import FeaturesError
+from rlds_reverb.specs import dtypes
 from rlds_reverb.specs import fields
 from rlds_reverb.specs import paths
 
@@ -67,9 +68,7 @@ def leaves_of(data_spec: trajectory_lib.Trajectory) -> List[Leaf]:
       raise FeaturesError(
           f'data_spec {name} has shape {shape}; the recorder needs fully '
           f'known shapes.')
-    dtype = tf.as_dtype(spec.dtype)
-    leaves.append(Leaf(name, path[0], np.dtype(
-        object if dtype == tf.string else dtype.as_numpy_dtype),
+    leaves.append(Leaf(name, path[0], dtypes.numpy_dtype(spec.dtype),
                        tuple(shape.as_list())))
   return leaves
 

@@ -452,9 +452,10 @@ class _FinalTimeStep:
     found = int(self._step_type if self._batch_size is None
                 else self._step_type[env])
     if found != last_next_step_type:
+      name = step_types.name
       raise ValueError(
-          f'final_time_step of env {env} has step type {_name(found)}, but '
-          f'its last trajectory recorded leads to {_name(last_next_step_type)}'
+          f'final_time_step of env {env} has step type {name(found)}, but '
+          f'its last trajectory recorded leads to {name(last_next_step_type)}'
           f': pass the time step the last run() returned.')
     specs = [leaf for leaf in leaves if leaf.field == 'observation']
     if len(self._observation) != len(specs):
@@ -486,11 +487,6 @@ def _plain(structure: Any) -> Any:
 
 def _field_index(leaves: List[episodes.Leaf], field: str) -> int:
   return next(i for i, leaf in enumerate(leaves) if leaf.field == field)
-
-
-def _name(step_type: int) -> str:
-  return {step_types.FIRST: 'FIRST', step_types.MID: 'MID',
-          step_types.LAST: 'LAST'}.get(step_type, str(step_type))
 
 
 def _left_out_text(summary: RecordingSummary) -> str:

@@ -22,12 +22,12 @@ dicts anyway). Only Tensor and Image features are made, the two that
 import enum
 from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
-import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from rlds_reverb.convert import to_rlds
 from rlds_reverb.errors import FeaturesError
+from rlds_reverb.specs import dtypes
 from rlds_reverb.specs import encoded as encoded_spec
 from rlds_reverb.specs import fields
 from rlds_reverb.specs import paths
@@ -216,8 +216,8 @@ def _feature(spec: tf.TensorSpec, encoding: Optional[_Encoding]):
     return tfds.features.Image(shape=shape,
                                encoding_format=_TFDS_FORMATS[encoding.format])
   if encoding is None or encoding is ImageEncoding.NONE:
-    dtype = np.object_ if spec.dtype == tf.string else spec.dtype.as_numpy_dtype
-    return tfds.features.Tensor(shape=shape, dtype=dtype)
+    return tfds.features.Tensor(shape=shape,
+                                dtype=dtypes.numpy_dtype(spec.dtype))
   return tfds.features.Image(shape=shape, encoding_format=encoding.value)
 
 
