@@ -162,11 +162,22 @@ def test_unknown_table_names_the_tables_there(tmp_path):
       "['a', 'b'].")
 
 
-def test_out_that_holds_files_is_refused(tmp_path):
+def test_out_is_refused_as_the_dataset_writer_refuses_a_directory(tmp_path):
+  """One type and one message for a directory that cannot take a new
+  dataset, whoever writes it (export, `EpisodeWriter`, `RldsRecorder`)."""
   (tmp_path / 'out').mkdir()
   (tmp_path / 'out' / 'keep.txt').write_text('mine')
-  with pytest.raises(ValueError, match='exists and is not an empty directory'):
-    rlds_reverb.export('replay', tmp_path / 'out', checkpoint=tmp_path)
+  (tmp_path / 'file').write_text('mine')
+  dataset = export_data.write_source(tmp_path / 'dataset',
+                                     [rlds_dirs.episode(0)])
+  for out, holds in [(tmp_path / 'out', 'is not empty: it holds files other '
+                                        'than a dataset.'),
+                     (dataset, 'is not empty: it holds a dataset.'),
+                     (tmp_path / 'file', 'is a file: a dataset is written '
+                                         'into a directory.')]:
+    with pytest.raises(rlds_reverb.DatasetDirectoryError) as raised:
+      rlds_reverb.export('replay', out, checkpoint=tmp_path)
+    assert str(raised.value) == f'{out} {holds}'
   assert os.listdir(tmp_path / 'out') == ['keep.txt']
 
 

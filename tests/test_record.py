@@ -124,7 +124,7 @@ def test_images_none_stores_plain_tensors(tmp_path):
   env = record_envs.random_env(seed=1)
   recorder, trajectories, _ = run_py_driver(
       tmp_path, env, record_envs.policy(env, 1), max_episodes=2,
-      images='none')
+      image_encoding='none')
   recorder.close()
   rlds_dirs.assert_same_episodes(rlds_dirs.read_episodes(tmp_path),
                                  expected_in_end_order(trajectories, None))
