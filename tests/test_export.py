@@ -31,13 +31,19 @@ def nested_source(tmp_path_factory):
       tmp_path_factory.mktemp('nested_source'), episodes)
 
 
-def test_bundled_set_comes_back_and_pushes_the_same_items(tmp_path):
+def bundled_server(tmp_path, tables):
+  """(the bundled set, a checkpointed server with `tables` signed for it,
+  its address)."""
   data = rlds_reverb.load(sources.BUNDLED)
   spec = rlds_reverb.create_trajectory_data_spec(data)
   server = export_data.checkpointed_server(
-      [export_data.signed_table('replay', spec),
-       export_data.signed_table('again', spec)], tmp_path / 'ckpt')
-  address = f'localhost:{server.port}'
+      [export_data.signed_table(table, spec) for table in tables],
+      tmp_path / 'ckpt')
+  return data, server, f'localhost:{server.port}'
+
+
+def test_bundled_set_comes_back_and_pushes_the_same_items(tmp_path):
+  data, server, address = bundled_server(tmp_path, ['replay', 'again'])
   pushed = rlds_reverb.push(data, address, 'replay')
 
   report = rlds_reverb.export('replay', tmp_path / 'out', server=address)
@@ -183,12 +189,7 @@ def test_out_is_refused_as_the_dataset_writer_refuses_a_directory(tmp_path):
 
 def test_each_table_of_a_checkpoint_gives_its_own_episodes(tmp_path):
   """Two tables of one server, names of one length: each its own items."""
-  data = rlds_reverb.load(sources.BUNDLED)
-  spec = rlds_reverb.create_trajectory_data_spec(data)
-  server = export_data.checkpointed_server(
-      [export_data.signed_table('aa', spec),
-       export_data.signed_table('bb', spec)], tmp_path / 'ckpt')
-  address = f'localhost:{server.port}'
+  data, server, address = bundled_server(tmp_path, ['aa', 'bb'])
   rlds_reverb.push(data.take(3), address, 'aa')
   rlds_reverb.push(data.skip(3).take(5), address, 'bb')
   directory = export_data.checkpoint(server)
