@@ -109,9 +109,9 @@ class TrajectoryWriter:
       FeaturesError: they do not fit the spec; nothing of them written.
       DatasetDirectoryError: the writer is closed.
     """
-    episode = rlds_episode(trajectory, self._writer.num_episodes,
-                           truncated=truncated,
-                           policy_info_field=self._policy_info_field)
+    episode = _rlds_episode(trajectory, self._writer.num_episodes,
+                            truncated=truncated,
+                            policy_info_field=self._policy_info_field)
     self._writer.write(episode)
     return int(episode[EPISODE_LENGTH])
 
@@ -140,8 +140,8 @@ def metadata_spec(trajectory_spec: trajectory_lib.Trajectory
   }
 
 
-def rlds_episode(trajectory: trajectory_lib.Trajectory, episode_id: int, *,
-                 truncated: bool, policy_info_field: str) -> Dict[str, Any]:
+def _rlds_episode(trajectory: trajectory_lib.Trajectory, episode_id: int, *,
+                  truncated: bool, policy_info_field: str) -> Dict[str, Any]:
   """{'steps': ..., **metadata} of one whole episode's trajectories."""
   steps = to_rlds.trajectories_to_steps(
       trajectory, terminal=False if truncated else None,
