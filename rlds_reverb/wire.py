@@ -14,6 +14,8 @@ every reader and writer of records here shares.
     who                        protobuf                 records
     checkpoints.parse          read_varints, buffer_of
     checkpoints.serialize      tag, put_varints
+    checkpoints.tensors        varint_at,
+                               packed_varints
     checkpoints.records                                 whole_records
     checkpoints.record_writer                           frame_in_place
     tfds_out.example           length_delimited,
@@ -74,6 +76,23 @@ def varint(value: int) -> bytes:
     out.append(low | 0x80 if value else low)
     if not value:
       return bytes(out)
+
+
+def varint_at(data: bytes, position: int) -> Tuple[int, int]:
+  """(the varint at data[position], the position after it), one at a time:
+  for a few in a row (a string tensor's lengths).
+
+  Raises:
+    IndexError: `data` ends inside it.
+  """
+  value, shift = 0, 0
+  while True:
+    byte = data[position]
+    position += 1
+    value |= (byte & 0x7F) << shift
+    shift += 7
+    if byte < 0x80:
+      return value, position
 
 
 def length_delimited(number: int, payload: bytes) -> bytes:
