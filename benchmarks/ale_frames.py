@@ -161,7 +161,7 @@ def features(kind: str) -> tfds.features.FeaturesDict:
   metadata_spec = {'episode_id': tf.TensorSpec((), tf.int64),
                    'episode_return': tf.TensorSpec((), tf.float32)}
   return tfds_out.features_from_specs(step_spec, metadata_spec,
-                                      images=encoding)
+                                      image_encoding=encoding)
 
 
 def tfds_dir(kind: str, num_steps: int, data_dir: str, game: str = GAME,

@@ -181,7 +181,7 @@ def run_driver(source, steps: int, directory: str, images: str) -> float:
   policy = PoolPolicy(env, source)
   opened = time.perf_counter()
   recorder = RldsRecorder(directory, policy.trajectory_spec, name='bench',
-                          images=images or 'png')
+                          image_encoding=images or 'png')
   seconds = time.perf_counter() - opened
   observer = TimedObserver(recorder)
   final, _ = py_driver.PyDriver(env, policy, [observer],

@@ -68,7 +68,7 @@ def step_spec(episode: Dict) -> Dict:
 def features_of(episode: Dict, images: str) -> tfds.features.FeaturesDict:
   return features_from_specs(step_spec(episode),
                              {'episode_id': tf.TensorSpec([], tf.int64)},
-                             images=images)
+                             image_encoding=images)
 
 
 def write_ours(directory, features, episodes, durability) -> None:

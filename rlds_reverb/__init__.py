@@ -21,8 +21,10 @@ from rlds_reverb.errors import AddressError
 from rlds_reverb.errors import CheckpointError
 from rlds_reverb.errors import ColumnMismatchError
 from rlds_reverb.errors import DataReadError
+from rlds_reverb.errors import DatasetDirectoryError
 from rlds_reverb.errors import DatasetNotPreparedError
 from rlds_reverb.errors import ExportError
+from rlds_reverb.errors import FeaturesError
 from rlds_reverb.errors import ImageFieldError
 from rlds_reverb.errors import MalformedEpisodeError
 from rlds_reverb.errors import MixedReplayError
@@ -123,6 +125,8 @@ __all__ = [
     'CheckpointError',
     'ExportError',
     'ImageFieldError',
+    'FeaturesError',
+    'DatasetDirectoryError',
 ]
 
 

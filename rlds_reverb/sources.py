@@ -21,7 +21,6 @@ import importlib.resources
 import json
 import os
 import re
-import struct
 from typing import List, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
@@ -29,6 +28,7 @@ import tensorflow_datasets as tfds
 
 from rlds_reverb import errors
 from rlds_reverb import whole_reads
+from rlds_reverb import wire
 from rlds_reverb.specs import fields
 from rlds_reverb.specs import paths
 
@@ -193,9 +193,9 @@ def _record_files(dataset, data_dir) -> List[str]:
 def _may_hold(path: str, offset: int, kind: str) -> bool:
   """Whether `path` can hold a `kind` record at `offset`.
 
-  A TFRecord is length (8 bytes), its CRC (4), data, the data's CRC (4). A
-  truncated record runs past the end of its file; a corrupted one (a CRC
-  that does not match) can be in any file longer than the offset.
+  A truncated record (`wire`'s framing) runs past the end of its file; a
+  corrupted one (a CRC that does not match) can be in any file longer than
+  the offset.
   """
   try:
     size = os.path.getsize(path)
@@ -203,15 +203,11 @@ def _may_hold(path: str, offset: int, kind: str) -> bool:
       return False
     if kind != 'truncated':
       return True
-    with open(path, 'rb') as f:
-      f.seek(offset)
-      header = f.read(8)
+    with open(path, 'rb', buffering=0) as f:
+      length = wire.length_at(f.fileno(), offset)
   except OSError:
     return False
-  if len(header) < 8:
-    return True
-  (length,) = struct.unpack('<Q', header)
-  return offset + 16 + length > size
+  return length is None or offset + wire.RECORD_OVERHEAD + length > size
 
 
 def _as_sources(dataset) -> List[str]:

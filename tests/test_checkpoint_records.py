@@ -25,6 +25,7 @@ from reverb.cc.checkpointing import checkpoint_pb2  # pylint: disable=g-import-n
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 from tensorflow.core.framework import tensor_pb2  # pylint: disable=g-import-not-at-top
 
+from rlds_reverb import wire  # pylint: disable=g-import-not-at-top
 from rlds_reverb.checkpoints import directories  # pylint: disable=g-import-not-at-top
 from rlds_reverb.checkpoints import messages  # pylint: disable=g-import-not-at-top
 from rlds_reverb.checkpoints import record_writer  # pylint: disable=g-import-not-at-top
@@ -336,7 +337,7 @@ def test_record_files_are_read_by_tensorflow_which_checks_every_crc(
 def test_lengths_crcs_equal_the_records_crc32c():
   import google_crc32c  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   values = np.array(EDGES + [123_456_789], np.uint64)
-  assert record_writer.crc32c_of_uint64(values).tolist() == [
+  assert wire.crc32c_of_uint64(values).tolist() == [
       google_crc32c.value(int(v).to_bytes(8, 'little')) for v in values]
 
 

@@ -1,11 +1,12 @@
-"""`checkpoints.wire` reads what protobuf reads: items built with the
+"""`wire` and `checkpoints.parse` read what protobuf reads: items built with the
 checkpoint schema's classes, serialized by protobuf, read back both ways."""
 
 import numpy as np
 import pytest
 
+from rlds_reverb import wire
 from rlds_reverb.checkpoints import schema
-from rlds_reverb.checkpoints import wire
+from rlds_reverb.checkpoints import tensors
 from rlds_reverb.errors import CheckpointError
 from rlds_reverb.exporter import items as items_lib
 
@@ -47,28 +48,40 @@ def test_slices_and_times_equal_protobufs():
                     got.columns.tolist(), got.times.tolist())) == sorted(want)
 
 
-def varint(value: int) -> bytes:
-  """Protobuf's base-128 encoding, low groups first."""
-  out = bytearray()
-  while True:
-    low, value = value & 0x7F, value >> 7
-    out.append(low | 0x80 if value else low)
-    if not value:
-      return bytes(out)
+def protobuf_varint(value: int) -> bytes:
+  """The varint protobuf writes for `value` (a uint64 field, its tag cut)."""
+  if not value:
+    return b'\x00'
+  return schema.classes()['ChunkSlice'](chunk_key=value).SerializeToString()[1:]
+
+
+def test_varint_is_what_protobuf_writes():
+  assert [wire.varint(v) for v in EDGES] == [protobuf_varint(v) for v in EDGES]
 
 
 def test_varints_at_their_edges():
-  encoded = [varint(v) for v in EDGES]
+  encoded = [protobuf_varint(v) for v in EDGES]
   buffer, starts, _ = wire.buffer_of(encoded)
-  values, lengths = wire.varints(buffer, starts)
+  values, lengths = wire.read_varints(buffer, starts)
   assert values.tolist() == EDGES
   assert lengths.tolist() == [len(e) for e in encoded]
   assert lengths.tolist()[-1] == 10
 
 
+def test_varints_read_one_at_a_time_at_their_edges():
+  encoded = b''.join(protobuf_varint(v) for v in EDGES)
+  values, position = [], 0
+  while position < len(encoded):
+    value, position = wire.varint_at(encoded, position)
+    values.append(value)
+  assert values == EDGES
+  with pytest.raises(IndexError):
+    wire.varint_at(encoded[:-1], len(encoded) - 10)
+
+
 def test_varint_longer_than_ten_bytes_has_length_0():
   buffer, starts, _ = wire.buffer_of([b'\xff' * 11 + b'\x01'])
-  assert wire.varints(buffer, starts)[1].tolist() == [0]
+  assert wire.read_varints(buffer, starts)[1].tolist() == [0]
 
 
 def test_field_past_its_message_is_one_line_naming_the_file():
@@ -99,3 +112,39 @@ def test_squeezed_column_names_the_item_and_column():
   assert str(raised.value) == (
       "Item 78 of table 'replay' squeezes column 1 (no time axis): its items "
       'are single steps, not sequences of trajectories.')
+
+
+def string_tensor(content: bytes, count: int):
+  """A TensorProto of `count` strings in TensorFlow's encoding."""
+  tensor = schema.classes()['TensorProto'](dtype=tensors.STRING,
+                                           tensor_content=content)
+  tensor.tensor_shape.dim.add(size=count)
+  return tensor
+
+
+def test_string_tensors_round_trip_at_varint_edges():
+  values = np.array([b'', b'a' * 127, b'b' * 128, b'c' * 16_384], object)
+  content = tensors.string_content(values)
+  assert content.startswith(b'\x00\x7f\x80\x01\x80\x80\x01')
+  got = tensors.decode(string_tensor(content, 4), False, 'chunk 7')
+  assert got.tolist() == values.tolist()
+
+
+STRING_ERRORS = {
+    'cut_in_the_lengths': (
+        b'\x02\x80', 2,
+        'chunk 7: its string tensor ends inside the lengths of its 2 '
+        'strings.'),
+    'bytes_left_over': (
+        b'\x01\x01abc', 2,
+        'chunk 7: its string tensor holds 3 bytes of strings; its lengths '
+        'add up to 2.'),
+}
+
+
+@pytest.mark.parametrize('case', list(STRING_ERRORS))
+def test_string_tensors_that_do_not_decode(case):
+  content, count, message = STRING_ERRORS[case]
+  with pytest.raises(CheckpointError) as raised:
+    tensors.decode(string_tensor(content, count), False, 'chunk 7')
+  assert str(raised.value) == message

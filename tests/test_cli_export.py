@@ -19,6 +19,7 @@ import portpicker  # pylint: disable=g-import-not-at-top
 import pytest  # pylint: disable=g-import-not-at-top
 import reverb  # pylint: disable=g-import-not-at-top
 from reverb import pybind  # pylint: disable=g-import-not-at-top
+import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
 
 import rlds_reverb  # pylint: disable=g-import-not-at-top
 from rlds_reverb import checkpoints  # pylint: disable=g-import-not-at-top
@@ -73,6 +74,51 @@ def test_strict_loss_is_one_line_exit_1_nothing_written(evicted, tmp_path):
       "rlds-reverb: error: Table 'replay' did not come back whole: ")
   assert line.endswith('strict export writes nothing then.')
   assert os.listdir(tmp_path) == []
+
+
+def test_out_that_is_not_empty_is_one_line_exit_2(evicted, tmp_path):
+  (tmp_path / 'out').mkdir()
+  (tmp_path / 'out' / 'keep.txt').write_text('mine')
+
+  result = run_cli_here('export', '--checkpoint', evicted, '--table', 'replay',
+                        '--out', tmp_path / 'out')
+
+  assert result.returncode == 2
+  assert error_lines(result.stderr) == [
+      f'rlds-reverb: error: {tmp_path / "out"} is not empty: it holds files '
+      'other than a dataset.']
+  assert os.listdir(tmp_path / 'out') == ['keep.txt']
+
+
+@pytest.fixture(scope='module')
+def framed(tmp_path_factory):
+  """A checkpoint of 2 nested episodes with a uint8 [6, 5, 3] frame field."""
+  root = tmp_path_factory.mktemp('framed')
+  data = rlds_reverb.load(export_data.write_source(
+      root / 'source', [export_data.nested_episode(i, 4) for i in range(2)]))
+  spec = export_data.trajectory_spec_of(data, with_policy_info=False)
+  server = export_data.checkpointed_server(
+      [export_data.signed_table('replay', spec)], root / 'ckpt')
+  rlds_reverb.push(data, f'localhost:{server.port}', 'replay')
+  export_data.checkpoint(server)
+  server.stop()
+  return root / 'ckpt'
+
+
+@pytest.mark.parametrize('flag, encoding', [('--image-encoding', 'jpeg'),
+                                            ('--images', 'none')])
+def test_image_encoding_and_its_older_name_images(framed, tmp_path, flag,
+                                                  encoding):
+  result = run_cli_here('export', '--checkpoint', framed, '--table', 'replay',
+                        '--out', tmp_path / 'out', flag, encoding)
+
+  assert result.returncode == 0, result.stderr
+  pixels = tfds.builder_from_directory(os.fspath(tmp_path / 'out')).info
+  pixels = pixels.features['steps']['observation']['pixels']
+  if encoding == 'none':
+    assert type(pixels) is tfds.features.Tensor  # pylint: disable=unidiomatic-typecheck
+  else:
+    assert pixels.encoding_format == encoding
 
 
 def test_server_is_checkpointed_and_exported(tmp_path):

@@ -31,13 +31,19 @@ def nested_source(tmp_path_factory):
       tmp_path_factory.mktemp('nested_source'), episodes)
 
 
-def test_bundled_set_comes_back_and_pushes_the_same_items(tmp_path):
+def bundled_server(tmp_path, tables):
+  """(the bundled set, a checkpointed server with `tables` signed for it,
+  its address)."""
   data = rlds_reverb.load(sources.BUNDLED)
   spec = rlds_reverb.create_trajectory_data_spec(data)
   server = export_data.checkpointed_server(
-      [export_data.signed_table('replay', spec),
-       export_data.signed_table('again', spec)], tmp_path / 'ckpt')
-  address = f'localhost:{server.port}'
+      [export_data.signed_table(table, spec) for table in tables],
+      tmp_path / 'ckpt')
+  return data, server, f'localhost:{server.port}'
+
+
+def test_bundled_set_comes_back_and_pushes_the_same_items(tmp_path):
+  data, server, address = bundled_server(tmp_path, ['replay', 'again'])
   pushed = rlds_reverb.push(data, address, 'replay')
 
   report = rlds_reverb.export('replay', tmp_path / 'out', server=address)
@@ -162,22 +168,28 @@ def test_unknown_table_names_the_tables_there(tmp_path):
       "['a', 'b'].")
 
 
-def test_out_that_holds_files_is_refused(tmp_path):
+def test_out_is_refused_as_the_dataset_writer_refuses_a_directory(tmp_path):
+  """One type and one message for a directory that cannot take a new
+  dataset, whoever writes it (export, `EpisodeWriter`, `RldsRecorder`)."""
   (tmp_path / 'out').mkdir()
   (tmp_path / 'out' / 'keep.txt').write_text('mine')
-  with pytest.raises(ValueError, match='exists and is not an empty directory'):
-    rlds_reverb.export('replay', tmp_path / 'out', checkpoint=tmp_path)
+  (tmp_path / 'file').write_text('mine')
+  dataset = export_data.write_source(tmp_path / 'dataset',
+                                     [rlds_dirs.episode(0)])
+  for out, holds in [(tmp_path / 'out', 'is not empty: it holds files other '
+                                        'than a dataset.'),
+                     (dataset, 'is not empty: it holds a dataset.'),
+                     (tmp_path / 'file', 'is a file: a dataset is written '
+                                         'into a directory.')]:
+    with pytest.raises(rlds_reverb.DatasetDirectoryError) as raised:
+      rlds_reverb.export('replay', out, checkpoint=tmp_path)
+    assert str(raised.value) == f'{out} {holds}'
   assert os.listdir(tmp_path / 'out') == ['keep.txt']
 
 
 def test_each_table_of_a_checkpoint_gives_its_own_episodes(tmp_path):
   """Two tables of one server, names of one length: each its own items."""
-  data = rlds_reverb.load(sources.BUNDLED)
-  spec = rlds_reverb.create_trajectory_data_spec(data)
-  server = export_data.checkpointed_server(
-      [export_data.signed_table('aa', spec),
-       export_data.signed_table('bb', spec)], tmp_path / 'ckpt')
-  address = f'localhost:{server.port}'
+  data, server, address = bundled_server(tmp_path, ['aa', 'bb'])
   rlds_reverb.push(data.take(3), address, 'aa')
   rlds_reverb.push(data.skip(3).take(5), address, 'bb')
   directory = export_data.checkpoint(server)

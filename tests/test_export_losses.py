@@ -97,24 +97,25 @@ def test_eviction_loses_starts_counted_exactly(bundled, evicted, tmp_path):
       f'{cut_items} items of 3,000 with a step in no exported episode')
 
 
-def _sample_away(server, count: int) -> None:
+def _sampled_away_and_exported(tmp_path, spec, chunk_length, sampler):
+  """The export of a table that removes items sampled once (pushed with
+  `chunk_length`), after 6,000 of them were sampled by `sampler`."""
+  server = _pushed_and_checkpointed(tmp_path, spec, chunk_length,
+                                    sampler=sampler, max_times_sampled=1)
   client = reverb.Client(f'localhost:{server.port}')
-  for _ in client.sample('replay', num_samples=count, emit_timesteps=False):
+  for _ in client.sample('replay', num_samples=6000, emit_timesteps=False):
     pass
-  assert export_data.item_count(server, 'replay') == ITEMS - count
+  assert export_data.item_count(server, 'replay') == ITEMS - 6000
+  directory = export_data.checkpoint(server)
+  server.stop()
+  return rlds_reverb.export('replay', tmp_path / 'out', checkpoint=directory)
 
 
 def test_sampled_away_items_lose_ends_counted_exactly(bundled, tmp_path):
   steps, lengths, spec = bundled
-  server = _pushed_and_checkpointed(
-      tmp_path, spec, 1, sampler=reverb.selectors.Lifo(),
-      max_times_sampled=1)
-  _sample_away(server, 6000)
-  directory = export_data.checkpoint(server)
-  server.stop()
 
-  report = rlds_reverb.export('replay', tmp_path / 'out',
-                              checkpoint=directory)
+  report = _sampled_away_and_exported(tmp_path, spec, 1,
+                                      reverb.selectors.Lifo())
 
   whole, cut_items = _split(lengths, ITEMS - 6000, newest=False)
   rlds_dirs.assert_same_episodes(export_data.steps_of(tmp_path / 'out'),
@@ -130,15 +131,9 @@ def test_sampled_away_items_lose_ends_counted_exactly(bundled, tmp_path):
 
 def test_push_chunks_keep_the_rows_of_items_sampled_away(bundled, tmp_path):
   steps, _, spec = bundled
-  server = _pushed_and_checkpointed(
-      tmp_path, spec, 32, sampler=reverb.selectors.Uniform(),
-      max_times_sampled=1)
-  _sample_away(server, 6000)
-  directory = export_data.checkpoint(server)
-  server.stop()
 
-  report = rlds_reverb.export('replay', tmp_path / 'out',
-                              checkpoint=directory)
+  report = _sampled_away_and_exported(tmp_path, spec, 32,
+                                      reverb.selectors.Uniform())
 
   # Uniform sampling is random: a chunk that only a few items reference (the
   # stream's last, cut short at the end) can lose them all, and its episode

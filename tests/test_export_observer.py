@@ -4,8 +4,10 @@
 episode, 1-3-row chunks) and `ReverbAddEpisodeObserver` (one item per whole
 episode) write into tables signed as TF-Agents' `ReverbReplayBuffer` signs
 them; the export must give each episode the driver collected, as
-`to_rlds.trajectories_to_steps` makes it of the driver's own trajectories.
-An episode still open in a live table is left out and counted.
+`to_rlds.trajectories_to_steps` makes it of the driver's own trajectories,
+and the dataset an `RldsRecorder` of the same driver writes: the same
+features, steps and metadata. An episode still open in a live table is left
+out and counted.
 """
 
 import os
@@ -23,6 +25,7 @@ from tf_agents.specs import tensor_spec  # pylint: disable=g-import-not-at-top
 
 import rlds_reverb  # pylint: disable=g-import-not-at-top
 from rlds_reverb.convert import to_rlds  # pylint: disable=g-import-not-at-top
+from rlds_reverb.tfds_out import layout  # pylint: disable=g-import-not-at-top
 from tests import driver_data  # pylint: disable=g-import-not-at-top
 from tests import export_data  # pylint: disable=g-import-not-at-top
 from tests import rlds_dirs  # pylint: disable=g-import-not-at-top
@@ -33,7 +36,7 @@ EPISODES = 12
 @pytest.fixture(scope='module')
 def observed(tmp_path_factory):
   """A checkpoint of tables 'steps' and 'episodes' that a driver's observers
-  filled, and what the driver collected."""
+  filled, what the driver collected, and its recording by an RldsRecorder."""
   tmp_path = tmp_path_factory.mktemp('observed')
   spec = tensor_spec.from_spec(driver_data.collect(1, seed=0).trajectory_spec)
   server = export_data.checkpointed_server(
@@ -44,14 +47,16 @@ def observed(tmp_path_factory):
       client, 'steps', sequence_length=2, stride_length=1)
   episodes = reverb_utils.ReverbAddEpisodeObserver(
       client, 'episodes', max_sequence_length=100)
+  recorder = rlds_reverb.RldsRecorder(tmp_path / 'recorded', spec)
   collected = driver_data.collect(EPISODES, seed=7,
-                                  observers=[steps, episodes])
+                                  observers=[steps, episodes, recorder])
   steps.close()
   episodes.close()
+  assert recorder.close().episodes == EPISODES
   assert True in collected.terminal and False in collected.terminal
   directory = export_data.checkpoint(server)
   server.stop()
-  return directory, collected
+  return directory, collected, os.fspath(tmp_path / 'recorded')
 
 
 def _expected(collected):
@@ -62,7 +67,7 @@ def _expected(collected):
 @pytest.mark.parametrize('table', ['steps', 'episodes'])
 def test_observers_tables_give_the_drivers_episodes(observed, tmp_path,
                                                     table):
-  directory, collected = observed
+  directory, collected, _ = observed
 
   report = rlds_reverb.export(table, tmp_path / 'out', checkpoint=directory)
 
@@ -70,6 +75,28 @@ def test_observers_tables_give_the_drivers_episodes(observed, tmp_path,
                                  _expected(collected))
   assert (report.episodes, report.lost) == (EPISODES, False)
   assert report.steps == sum(len(e.step_type) for e in collected.episodes)
+
+
+def test_an_export_holds_what_a_recording_of_the_driver_holds(observed,
+                                                             tmp_path):
+  """One writer for both: the same features.json, steps and metadata."""
+  directory, collected, recorded = observed
+
+  rlds_reverb.export('steps', tmp_path / 'out', checkpoint=directory)
+
+  out = os.fspath(tmp_path / 'out')
+  assert layout.read_features_json(out) == layout.read_features_json(recorded)
+  exported = rlds_dirs.read_episodes(out)
+  rlds_dirs.assert_same_episodes(exported, rlds_dirs.read_episodes(recorded))
+  assert [(e['episode_id'], e['episode_length'], bool(e['terminated']))
+          for e in exported] == [
+              (i, len(episode.step_type), terminal) for i, (episode, terminal)
+              in enumerate(zip(collected.episodes, collected.terminal))]
+  with np.errstate(over='ignore'):  # Random rewards: some sums are inf.
+    returns = [np.sum(episode.reward, dtype=np.float32)
+               for episode in collected.episodes]
+  np.testing.assert_array_equal([e['episode_return'] for e in exported],
+                                returns)
 
 
 def _position_reward(step_type, action, observation):

@@ -61,6 +61,8 @@ EXPORTED = [
     'CheckpointError',
     'ExportError',
     'ImageFieldError',
+    'FeaturesError',
+    'DatasetDirectoryError',
 ]
 
 DROP_INS = ['get_rlds_step_features', 'create_trajectory_data_spec',
@@ -72,7 +74,8 @@ ERRORS = ['RldsReverbError', 'StepSpecError', 'SignatureMismatchError',
           'SourceError', 'DatasetNotPreparedError', 'ShardsFailedError',
           'MalformedEpisodeError', 'DataReadError', 'ResumeStateError',
           'PipelineFailedError', 'MixedReplayError', 'AddressError',
-          'CheckpointError', 'ExportError', 'ImageFieldError']
+          'CheckpointError', 'ExportError', 'ImageFieldError',
+          'FeaturesError', 'DatasetDirectoryError']
 
 
 def test_all_is_pinned():

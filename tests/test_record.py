@@ -124,7 +124,7 @@ def test_images_none_stores_plain_tensors(tmp_path):
   env = record_envs.random_env(seed=1)
   recorder, trajectories, _ = run_py_driver(
       tmp_path, env, record_envs.policy(env, 1), max_episodes=2,
-      images='none')
+      image_encoding='none')
   recorder.close()
   rlds_dirs.assert_same_episodes(rlds_dirs.read_episodes(tmp_path),
                                  expected_in_end_order(trajectories, None))
@@ -569,12 +569,19 @@ def test_a_final_time_step_that_does_not_follow_is_refused(tmp_path):
   assert summary.truncated_at_close == 2
 
 
-def test_a_directory_with_other_files_is_refused(tmp_path):
-  (tmp_path / 'notes.txt').write_text('mine')
-  with pytest.raises(errors.DatasetDirectoryError) as error:
-    RldsRecorder(tmp_path, spec_of(record_envs.random_env(0)))
-  assert str(error.value) == (
-      f'{tmp_path} is not empty: it holds files other than a dataset.')
+def test_a_directory_with_other_files_or_a_file_is_refused(tmp_path):
+  """The export's error and message for either (test_export.py)."""
+  (tmp_path / 'other').mkdir()
+  (tmp_path / 'other' / 'notes.txt').write_text('mine')
+  (tmp_path / 'file').write_text('mine')
+  for out, holds in [('other', 'is not empty: it holds files other than a '
+                               'dataset.'),
+                     ('file', 'is a file: a dataset is written into a '
+                              'directory.')]:
+    with pytest.raises(errors.DatasetDirectoryError) as error:
+      RldsRecorder(tmp_path / out, spec_of(record_envs.random_env(0)))
+    assert str(error.value) == f'{tmp_path / out} {holds}'
+  assert os.listdir(tmp_path / 'other') == ['notes.txt']
 
 
 # --- The docs' example (docs/recording_export.md). --------------------------

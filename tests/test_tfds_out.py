@@ -31,7 +31,7 @@ from rlds_reverb.tfds_out import features_from_specs  # pylint: disable=g-import
 from rlds_reverb.tfds_out import ImageEncoding  # pylint: disable=g-import-not-at-top
 from rlds_reverb.tfds_out import layout  # pylint: disable=g-import-not-at-top
 from rlds_reverb.specs import encoded as encoded_spec  # pylint: disable=g-import-not-at-top
-from rlds_reverb.tfds_out import wire  # pylint: disable=g-import-not-at-top
+from rlds_reverb.tfds_out import example  # pylint: disable=g-import-not-at-top
 from tests import dataset_shapes  # pylint: disable=g-import-not-at-top
 from tests import rlds_data  # pylint: disable=g-import-not-at-top
 from tests import rlds_dirs  # pylint: disable=g-import-not-at-top
@@ -128,7 +128,8 @@ FEATURE_CASES = {
 @pytest.mark.parametrize('case', list(FEATURE_CASES))
 def test_features_from_specs(case):
   step_spec, metadata_spec, images, leaves = FEATURE_CASES[case]
-  features = features_from_specs(step_spec, metadata_spec, images=images)
+  features = features_from_specs(step_spec, metadata_spec,
+                                 image_encoding=images)
   assert describe(features) == {**FLAG_LEAVES, **leaves}
 
 
@@ -139,7 +140,7 @@ def test_features_from_specs(case):
 def test_a_stored_encoded_field_is_an_image_of_its_format(image_format,
                                                            tfds_format):
   features = features_from_specs(rlds_spec(stored(image_format)),
-                                 images='none')
+                                 image_encoding='none')
   image = features['steps']['observation']
   assert type(image) is tfds.features.Image  # pylint: disable=unidiomatic-typecheck
   assert (image.shape, image.np_dtype, image.encoding_format) == (
@@ -182,27 +183,28 @@ FEATURE_ERRORS = {
         'specs.'),
     'unknown_encoding': (
         rlds_spec(FRAME), None, 'gif', errors.FeaturesError,
-        "images is 'gif'; expected one of 'png', 'jpeg', 'none'."),
+        "image_encoding is 'gif'; expected one of 'png', 'jpeg', 'none'."),
     'unknown_encoding_of_a_field': (
         rlds_spec(FRAME), None, {'steps/observation': 'webp'},
         errors.FeaturesError,
-        "images['steps/observation'] is 'webp'; expected one of 'png', "
-        "'jpeg', 'none'."),
+        "image_encoding['steps/observation'] is 'webp'; expected one of "
+        "'png', 'jpeg', 'none'."),
     'images_names_no_image': (
         rlds_spec({'frame': FRAME, 'v': STRING_SPEC}), None,
         {'steps/observation/v': 'png'}, errors.FeaturesError,
-        "images names 'steps/observation/v', which is no image field (uint8 "
-        '[H, W, C], C in 1, 3, 4); image fields: steps/observation/frame.'),
+        "image_encoding names 'steps/observation/v', which is no image field "
+        '(uint8 [H, W, C], C in 1, 3, 4); image fields: '
+        'steps/observation/frame.'),
     'images_names_nothing_and_there_is_no_image': (
         rlds_spec(STRING_SPEC), None, {'observation': 'png'},
         errors.FeaturesError,
-        "images names 'observation', which is no image field (uint8 [H, W, "
-        'C], C in 1, 3, 4); image fields: none.'),
+        "image_encoding names 'observation', which is no image field (uint8 "
+        '[H, W, C], C in 1, 3, 4); image fields: none.'),
     'images_asking_another_encoding_of_a_stored_field': (
         rlds_spec(stored('png')), None, {'steps/observation': 'jpeg'},
         errors.FeaturesError,
-        "images['steps/observation'] is 'jpeg', but steps/observation is "
-        'stored encoded as png: its bytes are written as they are, never '
+        "image_encoding['steps/observation'] is 'jpeg', but steps/observation "
+        'is stored encoded as png: its bytes are written as they are, never '
         'encoded again.'),
     'stored_frames_with_another_axis': (
         rlds_spec(stored('jpeg', outer=[2])), None, 'png',
@@ -227,7 +229,7 @@ FEATURE_ERRORS = {
 def test_specs_tfds_cannot_hold_are_refused(case):
   step_spec, metadata_spec, images, error_type, message = FEATURE_ERRORS[case]
   with pytest.raises(error_type) as error:
-    features_from_specs(step_spec, metadata_spec, images=images)
+    features_from_specs(step_spec, metadata_spec, image_encoding=images)
   assert str(error.value) == message
 
 
@@ -249,7 +251,8 @@ def shape_episodes():
     yield pytest.param(rlds_dirs.features, rlds_dirs.episode(index),
                        id=f'ours-{index}')
   jpeg = lambda: features_from_specs(rlds_dirs.step_spec(),  # pylint: disable=g-long-lambda
-                                     rlds_dirs.metadata_spec(), images='jpeg')
+                                     rlds_dirs.metadata_spec(),
+                                     image_encoding='jpeg')
   yield pytest.param(jpeg, rlds_dirs.episode(5), id='ours-jpeg')
 
 
@@ -324,7 +327,7 @@ def test_numbers_at_every_edge_encode_to_the_bytes_tfds_writes():
       serializer.serialize_example(features.encode_example(episode)))
 
 
-INT64_LISTS = {  # Each of wire.varints' paths, and their edges.
+INT64_LISTS = {  # Each of wire.packed_varints' paths, and their edges.
     'uint8': np.arange(256, dtype=np.uint8).reshape(2, 8, 16),
     'one_byte': np.arange(128, dtype=np.int64),
     'up_to_two_bytes': np.array([0, 127, 128, 255, 256, 0x3FFF], np.int32),
@@ -338,7 +341,7 @@ def test_int64_lists_are_the_bytes_protobuf_writes(name):
   values = INT64_LISTS[name]
   expected = tf_feature_pb2.Feature(int64_list=tf_feature_pb2.Int64List(
       value=values.astype(np.int64).ravel().tolist())).SerializeToString()
-  assert wire.int64_feature(values) == expected
+  assert example.int64_feature(values) == expected
 
 
 FEATURES_WRITER_CANNOT_STORE = {
@@ -513,7 +516,7 @@ def test_append_refuses_other_features(tmp_path):
   write(tmp_path, [rlds_dirs.episode(0)])
   before = rlds_dirs.files_bytes(tmp_path)
   other = features_from_specs(rlds_dirs.step_spec(), rlds_dirs.metadata_spec(),
-                              images='jpeg')
+                              image_encoding='jpeg')
   with pytest.raises(errors.DatasetDirectoryError) as error:
     EpisodeWriter(tmp_path, other, name='ours', append=True)
   assert str(error.value) == (
@@ -536,6 +539,11 @@ def test_a_new_dataset_needs_an_empty_directory(tmp_path):
       assert str(error.value) == (
           f'{tmp_path / name} is not empty: it holds {holds}.')
   assert os.listdir(tmp_path / 'other') == ['notes.txt']
+  (tmp_path / 'file').write_text('mine')
+  with pytest.raises(errors.DatasetDirectoryError) as error:
+    EpisodeWriter(tmp_path / 'file', rlds_dirs.features(), name='ours')
+  assert str(error.value) == (
+      f'{tmp_path / "file"} is a file: a dataset is written into a directory.')
 
 
 def test_write_after_close_is_refused(tmp_path):

@@ -17,6 +17,7 @@ import pytest  # pylint: disable=g-import-not-at-top
 
 from benchmarks import rlds_write_crash  # pylint: disable=g-import-not-at-top
 from rlds_reverb import errors  # pylint: disable=g-import-not-at-top
+from rlds_reverb import wire  # pylint: disable=g-import-not-at-top
 from rlds_reverb import wording  # pylint: disable=g-import-not-at-top
 from rlds_reverb.tfds_out import EpisodeWriter  # pylint: disable=g-import-not-at-top
 from rlds_reverb.tfds_out import LostEpisodesWarning  # pylint: disable=g-import-not-at-top
@@ -205,7 +206,7 @@ def test_a_registered_shard_cut_short_is_cut_to_whole_records(tmp_path, case):
   with open(os.path.join(directory, 'dataset_info.json')) as f:
     num_bytes = int(json.load(f)['splits'][0]['numBytes'])
   assert num_bytes == sum(os.path.getsize(path) for path in shards) - (
-      records.RECORD_OVERHEAD * sum(lengths))
+      wire.RECORD_OVERHEAD * sum(lengths))
   before = rlds_dirs.files_bytes(directory)
   assert not recover(directory).changed  # Once is enough.
   assert rlds_dirs.files_bytes(directory) == before
@@ -278,7 +279,7 @@ def test_scan_counts_records_and_data_as_tfds(crashed):
   directory, ends = crashed
   scan = records.scan(os.path.join(directory, SHARD))
   assert (scan.records, scan.end, scan.size) == (5, ends[-1], ends[-1])
-  assert scan.data_bytes == ends[-1] - 5 * records.RECORD_OVERHEAD
+  assert scan.data_bytes == ends[-1] - 5 * wire.RECORD_OVERHEAD
 
 
 def write_closed(directory):

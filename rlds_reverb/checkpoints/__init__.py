@@ -4,17 +4,18 @@ means, what it holds, and a new one built from chunks and items.
     directories   which checkpoint Reverb would load (`find`, `DONE`)
     records       a checkpoint file's records, as a stream (zlib TFRecords)
     schema        the proto fields read and written, declared by number
-    wire          the fields of many records at once, read by numpy
+    parse         the fields of many records at once, read by numpy
     tensors       a chunk's tensors as numpy and back (snappy, deltas, strings)
     contents      `chunk_lengths`: what push's chunking left on the server
 
-    serialize       many messages at once, written by numpy (`wire` inverted)
+    serialize       many messages at once, written by numpy (`parse` inverted)
     messages        `Chunks` and `Items` -> ChunkData, PrioritizedItem records
     table_settings  `TableSettings` + `TableCounts` -> a table's record
     record_writer   records -> a zlib TFRecord file (masked CRC32C, fsync)
     writer          `CheckpointWriter`: root/<time>/ files, then `DONE`
 
-Plain `os`, protobuf, numpy, cramjam and google-crc32c: the command line
+Varints and TFRecord framing are `rlds_reverb.wire`'s, shared with the TFDS
+writer. Plain `os`, protobuf, numpy, cramjam and google-crc32c: the command line
 imports TensorFlow and Reverb late. `rlds_reverb.export` builds on the
 readers.
 """

@@ -5,7 +5,7 @@ Each file of a Reverb checkpoint is one zlib stream of TFRecords (Reverb's
 options):
 
     file = zlib( record record ... )
-    record = length (8 bytes, little-endian) | its CRC (4) | data | its CRC (4)
+    record = length | its CRC | data | its CRC     (`rlds_reverb.wire`)
 
 The file is decompressed a block at a time, and only the records not yet
 handed out are held: memory is a block plus the largest record, whatever the
@@ -14,20 +14,17 @@ stream, covers every byte, and a stream that ends early or does not inflate
 is an error naming the file.
 """
 
-import struct
-from typing import Iterator, List, Tuple
+from typing import Iterator, Tuple
 import zlib
 
 import numpy as np
 
+from rlds_reverb import wire
 from rlds_reverb.errors import CheckpointError
 
 # Compressed bytes read at once, and most bytes one step inflates them to.
 READ_BYTES = 1 << 20
 INFLATED_BYTES = 1 << 20
-_HEADER = 12  # Length, its CRC.
-_FOOTER = 4  # The data's CRC.
-_LENGTH = struct.Struct('<Q')
 
 
 def read_records(path: str) -> Iterator[bytes]:
@@ -56,9 +53,9 @@ def read_record_batches(path: str
   consumed = 0  # Decompressed bytes before `pending`.
   for block in inflater.blocks():
     pending += block
-    starts, ends = _complete_records(pending)
+    starts, ends = wire.whole_records(pending)
     if starts:
-      position = ends[-1] + _FOOTER
+      position = ends[-1] + wire.RECORD_FOOTER
       yield (bytes(pending[:position]), np.array(starts, np.int64),
              np.array(ends, np.int64))
       consumed += position
@@ -68,23 +65,6 @@ def read_record_batches(path: str
         f'{path} ends inside a record: the one at byte {consumed:,} of '
         f'{consumed + len(pending):,} (decompressed); the file is cut short '
         f'or damaged.')
-
-
-def _complete_records(data: bytearray) -> Tuple[List[int], List[int]]:
-  """(starts, ends) of the data of the whole records at the start of `data`."""
-  starts, ends = [], []
-  position, size = 0, len(data)
-  unpack = _LENGTH.unpack_from
-  while position + _HEADER <= size:
-    (length,) = unpack(data, position)
-    start = position + _HEADER
-    end = start + length
-    if end + _FOOTER > size:
-      break
-    starts.append(start)
-    ends.append(end)
-    position = end + _FOOTER
-  return starts, ends
 
 
 class _Inflater:

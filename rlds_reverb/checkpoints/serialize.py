@@ -1,4 +1,4 @@
-"""Protobuf messages written many at once with numpy: the inverse of `wire`.
+"""Protobuf messages written many at once with numpy: the inverse of `parse`.
 
 A checkpoint holds about one item per step, and a protobuf object per item
 costs microseconds to build and serialize: more than the whole budget of a
@@ -23,81 +23,14 @@ serialized in two passes over the fields, never over the messages:
 Fields are declared in ascending number, the order protobuf writes them in,
 so that a record equals what Reverb's own protos serialize, byte for byte
 (`tests/test_checkpoint_records.py` compares them). Only the wire format is
-known here; `schema.py` names the fields.
+known here (`rlds_reverb.wire`: tags, varints); `schema.py` names the fields.
 """
 
 from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
-VARINT, FIXED64, LENGTH_DELIMITED = 0, 1, 2
-# A varint of value v has k bytes when 128^(k-1) <= v < 128^k.
-_VARINT_LIMITS = np.array([1 << (7 * k) for k in range(1, 10)], np.uint64)
-_SEVEN = np.uint64(7)
-
-
-def varint_lengths(values: np.ndarray, smallest=None, largest=None
-                   ) -> np.ndarray:
-  """The bytes of each uint64 value written as a varint (1 to 10);
-  `smallest` and `largest` of the values, if known, save two passes."""
-  if not len(values):
-    return np.ones(0, np.int64)
-  if smallest is None:
-    smallest, largest = values.min(), values.max()
-  low, high = np.searchsorted(_VARINT_LIMITS, [smallest, largest],
-                              side='right')
-  if low == high:  # One length for all (keys, small offsets): no pass.
-    return np.full(len(values), int(low) + 1, np.int64)
-  return np.searchsorted(_VARINT_LIMITS[low:high], values,
-                         side='right') + (int(low) + 1)
-
-
-def varint(value: int) -> bytes:
-  """One varint (for constant headers)."""
-  out = bytearray()
-  while True:
-    low, value = value & 0x7F, value >> 7
-    out.append(low | 0x80 if value else low)
-    if not value:
-      return bytes(out)
-
-
-def put_varints(out: np.ndarray, positions: np.ndarray, values: np.ndarray,
-                lengths: np.ndarray) -> None:
-  """Writes values[i] as a varint of lengths[i] bytes at out[positions[i]];
-  `positions` is used up (moved on in place).
-
-  A byte place at a time, for all values still going, in place: most
-  varints (tags, small offsets) end after one round, and values of one
-  length (keys) go on together (~50 ns a 10-byte key here; cutting all
-  bytes in one 2-D operation took 2.4x as long).
-  """
-  if not len(values):
-    return
-  longest, shortest = int(lengths.max()), int(lengths.min())
-  if longest == 1:
-    out[positions] = values.astype(np.uint8)
-    return
-  values = values.copy()
-  if longest == shortest:
-    for place in range(longest):
-      low = values.astype(np.uint8)
-      if place < longest - 1:
-        low |= 0x80
-      out[positions] = low
-      values >>= _SEVEN
-      positions += 1
-    return
-  for place in range(longest):
-    low = values.astype(np.uint8) & 0x7F
-    low |= (lengths > place + 1).view(np.uint8) << 7
-    out[positions] = low
-    ended = lengths == place + 1
-    if ended.any():
-      keep = ~ended
-      values, positions, lengths = values[keep], positions[keep], lengths[keep]
-    values >>= _SEVEN
-    positions += 1
+from rlds_reverb import wire
 
 
 def _as_uint64(values, count: int) -> np.ndarray:
@@ -107,12 +40,6 @@ def _as_uint64(values, count: int) -> np.ndarray:
   if values.dtype.kind in 'ib':
     values = values.astype(np.int64, copy=False).view(np.uint64)
   return np.broadcast_to(values.astype(np.uint64, copy=False), (count,))
-
-
-def _tag(number: int, wire_type: int) -> int:
-  if not 0 < number < 16:
-    raise ValueError(f'field {number}: only numbers 1 to 15 (one-byte tags)')
-  return number << 3 | wire_type
 
 
 class Messages:
@@ -127,24 +54,25 @@ class Messages:
   def varint(self, number: int, values) -> 'Messages':
     """An integer or bool field: `values` a scalar or one per message."""
     values = _as_uint64(values, self.count)
-    return self._add(_Varint(_tag(number, VARINT), values))
+    return self._add(_Varint(wire.tag(number, wire.VARINT), values))
 
   def double(self, number: int, values) -> 'Messages':
     """A double field (8 little-endian bytes)."""
     values = np.broadcast_to(np.asarray(values, '<f8'), (self.count,))
-    return self._add(_Double(_tag(number, FIXED64),
+    return self._add(_Double(wire.tag(number, wire.FIXED64),
                              np.ascontiguousarray(values).view('<u8')))
 
   def constant_bytes(self, number: int, data: bytes) -> 'Messages':
     """A bytes or string field holding `data` in every message."""
-    return self._add(_Constant(_tag(number, LENGTH_DELIMITED), data,
-                               self.count))
+    return self._add(_Constant(wire.tag(number, wire.LENGTH_DELIMITED),
+                               data, self.count))
 
   def ragged_bytes(self, number: int, payloads: Sequence[bytes]) -> 'Messages':
     """A bytes field: message m holds payloads[m] (any bytes-like object)."""
     if len(payloads) != self.count:
       raise ValueError(f'{len(payloads)} payloads for {self.count} messages')
-    return self._add(_Ragged(_tag(number, LENGTH_DELIMITED), payloads))
+    return self._add(_Ragged(wire.tag(number, wire.LENGTH_DELIMITED),
+                             payloads))
 
   def serialized(self, payloads: Sequence[bytes]) -> 'Messages':
     """Bytes already serialized (whole messages, or fields), as they are."""
@@ -163,8 +91,8 @@ class Messages:
     expected = self.count if counts is None else int(np.sum(counts))
     if child.count != expected:
       raise ValueError(f'{child.count} child messages for {expected}')
-    return self._add(_Nested(_tag(number, LENGTH_DELIMITED), child, counts,
-                             self.count))
+    return self._add(_Nested(wire.tag(number, wire.LENGTH_DELIMITED), child,
+                             counts, self.count))
 
   def sizes(self) -> np.ndarray:
     """Each message's serialized size in bytes (int64)."""
@@ -231,19 +159,19 @@ class _Varint(_Field):
     if smallest:
       self.present = slice(None)
       self.values = values
-      self.lengths = varint_lengths(values, smallest, largest)
+      self.lengths = wire.varint_lengths(values, smallest, largest)
       self.sizes = self.lengths + 1
       return
     self.present = np.flatnonzero(values)
     self.values = values[self.present]
-    self.lengths = varint_lengths(self.values)
+    self.lengths = wire.varint_lengths(self.values)
     self.sizes = np.zeros(len(values), np.int64)
     self.sizes[self.present] = 1 + self.lengths
 
   def write(self, out, cursor):
     at = cursor[self.present]
     out[at] = self.tag
-    put_varints(out, at + 1, self.values, self.lengths)
+    wire.put_varints(out, at + 1, self.values, self.lengths)
 
 
 class _Double(_Field):
@@ -265,7 +193,7 @@ class _Double(_Field):
 class _Constant(_Field):
 
   def __init__(self, tag: int, data: bytes, count: int):
-    header = bytes([tag]) + varint(len(data)) if data else b''
+    header = bytes([tag]) + wire.varint(len(data)) if data else b''
     self.field = np.frombuffer(header + bytes(data), np.uint8)
     self.sizes = np.full(count, len(self.field), np.int64)
 
@@ -282,8 +210,9 @@ class _Ragged(_Field):
     lengths = np.fromiter(map(len, payloads), np.int64, len(payloads))
     self.present = _present(lengths)
     self.lengths = lengths[self.present]
-    self.length_bytes = (varint_lengths(self.lengths.astype(np.uint64))
-                         if tag is not None else 0)
+    self.length_bytes = (
+        wire.varint_lengths(self.lengths.astype(np.uint64))
+        if tag is not None else 0)
     self.sizes = np.zeros(len(payloads), np.int64)
     self.sizes[self.present] = (tag is not None) + self.length_bytes + (
         self.lengths)
@@ -292,7 +221,7 @@ class _Ragged(_Field):
     at = cursor[self.present]
     if self.tag is not None:
       out[at] = self.tag
-      put_varints(out, at + 1, self.lengths.astype(np.uint64),
+      wire.put_varints(out, at + 1, self.lengths.astype(np.uint64),
                   self.length_bytes)
       at = at + 1 + self.length_bytes
     indices = np.arange(len(self.payloads))[self.present].tolist()
@@ -310,7 +239,7 @@ class _Nested(_Field):
                count: int):
     self.tag, self.child = tag, child
     child_sizes = child.sizes()
-    self.length_bytes = varint_lengths(child_sizes.astype(np.uint64))
+    self.length_bytes = wire.varint_lengths(child_sizes.astype(np.uint64))
     entries = 1 + self.length_bytes + child_sizes  # Per child: its field.
     self.counts = counts
     if counts is None:
@@ -338,6 +267,6 @@ class _Nested(_Field):
     else:
       at = np.repeat(cursor, self.counts) + self.offsets
     out[at] = self.tag
-    put_varints(out, at + 1, self.child.sizes().astype(np.uint64),
+    wire.put_varints(out, at + 1, self.child.sizes().astype(np.uint64),
                 self.length_bytes)
     self.child.write(out, at + 1 + self.length_bytes)

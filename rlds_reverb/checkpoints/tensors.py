@@ -24,6 +24,7 @@ from typing import Dict, List, Sequence
 import cramjam
 import numpy as np
 
+from rlds_reverb import wire
 from rlds_reverb import wording
 from rlds_reverb.errors import CheckpointError
 
@@ -103,14 +104,7 @@ def _decoded_strings(content: bytes, count: int, where: str):
   lengths, position = [], 0
   try:
     for _ in range(count):
-      length, shift = 0, 0
-      while True:
-        byte = content[position]
-        position += 1
-        length |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-          break
+      length, position = wire.varint_at(content, position)
       lengths.append(length)
   except IndexError:
     raise CheckpointError(
@@ -169,14 +163,8 @@ def string_content(values: np.ndarray) -> bytes:
   """A string tensor's `tensor_content` (TensorFlow's encoding): a varint
   length per string, then the strings."""
   items = [_as_bytes(item) for item in values.reshape(-1).tolist()]
-  lengths = bytearray()
-  for item in items:
-    length = len(item)
-    while length >= 0x80:
-      lengths.append(length & 0x7F | 0x80)
-      length >>= 7
-    lengths.append(length)
-  return bytes(lengths) + b''.join(items)
+  lengths = np.fromiter(map(len, items), np.int64, len(items))
+  return wire.packed_varints(lengths) + b''.join(items)
 
 
 def string_bytes(values: np.ndarray) -> int:

@@ -13,6 +13,7 @@ from rlds_reverb.cli import options
 from rlds_reverb.cli import output
 
 HELP = 'write a Reverb table (of a checkpoint) as an RLDS dataset'
+IMAGE_ENCODINGS = ('png', 'jpeg', 'none')
 DESCRIPTION = ('Rebuilds the episodes of a Reverb table of TF-Agents '
                'trajectories from a checkpoint, and writes them as an RLDS '
                'TFDS dataset directory, in the order they were written to '
@@ -28,8 +29,11 @@ examples:
 (its --checkpoint-dir must be readable here) and exports that: it stays
 there as the server's newest, or, from a server without --checkpoint-dir
 (Reverb writes it to a temporary directory), it is removed after. Fields a
-table holds encoded (--images encoded) come back as Image features holding
-the stored PNG/JPEG bytes as they are; --images applies to raw frames.
+table holds encoded (push --images encoded) come back as Image features
+holding the stored PNG/JPEG bytes as they are; --image-encoding (or its
+older name --images) applies to raw frames. Each episode gets the metadata
+a recording has: episode_id (its place in the export), episode_length,
+episode_return and terminated.
 Steps that did not survive in the table (evicted, sampled away with their
 chunks) are left out with their episode, never exported with a hole, and
 counted; --strict makes any loss an error. OUT must not exist (or be
@@ -55,11 +59,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help='the dataset directory to create')
   parser.add_argument('--name', default=None,
                       help="the dataset's name (default: the table's)")
-  parser.add_argument('--images', default='png',
-                      choices=('png', 'jpeg', 'none'),
+  parser.add_argument('--image-encoding', default='png',
+                      choices=IMAGE_ENCODINGS,
                       help=('how raw uint8 [H, W, C] fields are stored '
                             '(default: %(default)s, lossless); fields the '
                             'table holds encoded keep their bytes'))
+  parser.add_argument('--images', dest='image_encoding',
+                      choices=IMAGE_ENCODINGS, default=argparse.SUPPRESS,
+                      help=argparse.SUPPRESS)  # --image-encoding's old name.
   parser.add_argument('--strict', action='store_true',
                       help=('fail, writing nothing, if any step or episode '
                             'cannot come back'))
@@ -75,14 +82,14 @@ def run(args: argparse.Namespace) -> int:
   try:
     report = exporter.export(
         args.table, args.out, checkpoint=args.checkpoint, server=args.server,
-        name=args.name, images=args.images, strict=args.strict,
+        name=args.name, image_encoding=args.image_encoding, strict=args.strict,
         timeout=args.timeout)
   except (errors.CheckpointError, errors.TableNotFoundError,
-          errors.AddressError) as e:
+          errors.AddressError, errors.DatasetDirectoryError) as e:
     raise output.CliError(output.error_line(e), output.EXIT_USAGE) from e
   except errors.RldsReverbError as e:
     raise output.CliError(output.error_line(e)) from e
-  except ValueError as e:  # --out or --name unusable.
+  except ValueError as e:  # --name unusable.
     raise output.CliError(output.error_line(e), output.EXIT_USAGE) from e
   if args.json:
     output.print_json(report.as_dict())

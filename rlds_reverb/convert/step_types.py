@@ -29,6 +29,12 @@ from tf_agents.trajectories import time_step as ts
 FIRST = int(ts.StepType.FIRST)
 MID = int(ts.StepType.MID)
 LAST = int(ts.StepType.LAST)
+_NAMES = {FIRST: 'FIRST', MID: 'MID', LAST: 'LAST'}
+
+
+def name(step_type) -> str:
+  """'FIRST', 'MID' or 'LAST' (in messages); any other value as its number."""
+  return _NAMES.get(int(step_type), str(int(step_type)))
 
 
 class Problem(enum.IntEnum):

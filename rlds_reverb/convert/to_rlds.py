@@ -60,9 +60,6 @@ from rlds_reverb.specs import paths
 
 POLICY_INFO = 'policy_info'
 
-_STEP_TYPE_NAMES = {step_types.FIRST: 'FIRST', step_types.MID: 'MID',
-                    step_types.LAST: 'LAST'}
-
 
 def trajectories_to_steps(
     trajectory: trajectory_lib.Trajectory,
@@ -220,10 +217,11 @@ def _check_step_types(step_type: np.ndarray, next_step_type: np.ndarray):
                          (next_step_type != expected_next))
   if wrong.size:
     t = int(wrong[0])
+    name = step_types.name
     raise MalformedEpisodeError(
-        f'Trajectory {t} of {length} goes {_name(step_type[t])} -> '
-        f'{_name(next_step_type[t])}; one episode of {length} goes '
-        f'{_name(expected[t])} -> {_name(expected_next[t])} there '
+        f'Trajectory {t} of {length} goes {name(step_type[t])} -> '
+        f'{name(next_step_type[t])}; one episode of {length} goes '
+        f'{name(expected[t])} -> {name(expected_next[t])} there '
         f'({_pattern(length)}).')
 
 
@@ -242,10 +240,6 @@ def _pattern(length: int) -> str:
   if length == 1:
     return 'a one-step episode is LAST -> LAST'
   return 'FIRST, MID..., LAST, each followed by the next, the last by FIRST'
-
-
-def _name(step_type) -> str:
-  return _STEP_TYPE_NAMES.get(int(step_type), str(int(step_type)))
 
 
 def _is_namedtuple(value) -> bool:

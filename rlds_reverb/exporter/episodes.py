@@ -37,6 +37,7 @@ from rlds_reverb.errors import CheckpointError
 from rlds_reverb.exporter import items as items_lib
 from rlds_reverb.exporter import report as report_lib
 from rlds_reverb.exporter import store as store_lib
+from rlds_reverb.specs import dtypes
 
 WINDOW_STEPS = 4096  # Most steps decoded at once per column,
 WINDOW_BYTES = 8 << 20  # and about this many bytes of rows of all columns.
@@ -85,9 +86,8 @@ class Columns:
   @functools.cached_property
   def row_kinds(self) -> List[Tuple[np.dtype, Tuple[Optional[int], ...]]]:
     """Per column: the numpy dtype and shape (None: any size) of a row."""
-    return [(np.dtype(object if spec.dtype == tf.string
-                      else spec.dtype.as_numpy_dtype),
-             tuple(spec.shape.as_list())) for spec in self.specs]
+    return [(dtypes.numpy_dtype(spec.dtype), tuple(spec.shape.as_list()))
+            for spec in self.specs]
 
   def window_steps(self) -> int:
     """Steps decoded at once: WINDOW_BYTES of rows, 1 to WINDOW_STEPS."""

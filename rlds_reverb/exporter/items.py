@@ -11,7 +11,7 @@ A chunk does not say which column it holds; the items that reference it do
              random)
 
 Items are read in batches, each field of every item of a batch at once
-(`checkpoints.wire`). Memory: a batch, and 24 bytes per distinct (chunk,
+(`checkpoints.parse`). Memory: a batch, and 24 bytes per distinct (chunk,
 tensor) in numpy arrays; nothing per item. The items are read again, the
 same way, only to count those a loss left out (`slices`).
 """
@@ -21,9 +21,10 @@ from typing import Iterator, List
 
 import numpy as np
 
+from rlds_reverb import wire
 from rlds_reverb import wording
+from rlds_reverb.checkpoints import parse
 from rlds_reverb.checkpoints import records
-from rlds_reverb.checkpoints import wire
 from rlds_reverb.errors import CheckpointError
 from rlds_reverb.errors import ExportError
 
@@ -52,7 +53,7 @@ def index(path: str, table: str, num_columns: int) -> ChunkColumns:
   """The (chunk, tensor) -> column map of the items of `table` in `path`.
 
   Items are read a decompressed block at a time, their fields by numpy
-  (`wire`): no Python work per item but its record's framing.
+  (`parse`): no Python work per item but its record's framing.
 
   Raises:
     ExportError: an item of another number of columns, a squeezed column
@@ -92,7 +93,7 @@ def slices_of(buffer: np.ndarray, starts: np.ndarray, ends: np.ndarray,
   """Every chunk slice of the items of `table` among the records
   buffer[starts[i]:ends[i]] (`buffer` padded: `wire.PADDING`)."""
   count = len(starts)
-  item_fields = wire.fields(buffer, starts, ends, path)
+  item_fields = parse.fields(buffer, starts, ends, path)
   keys = item_fields.first_value(count, _KEY)
   mine = _of_table(buffer, item_fields, count, table)
   old = item_fields.of(_DEPRECATED_RANGE)
@@ -139,7 +140,7 @@ def slices_of(buffer: np.ndarray, starts: np.ndarray, ends: np.ndarray,
       items=len(items))
 
 
-def _of_table(buffer: np.ndarray, item_fields: wire.Fields, count: int,
+def _of_table(buffer: np.ndarray, item_fields: parse.Fields, count: int,
               table: str) -> np.ndarray:
   """Per record: whether its item is of `table`."""
   name = np.frombuffer(table.encode(), np.uint8)
@@ -153,7 +154,7 @@ def _of_table(buffer: np.ndarray, item_fields: wire.Fields, count: int,
   return mine
 
 
-def _times(buffer: np.ndarray, item_fields: wire.Fields, count: int,
+def _times(buffer: np.ndarray, item_fields: parse.Fields, count: int,
            path: str) -> np.ndarray:
   """Per record: its item's `inserted_at`, in ns since the epoch."""
   stamps = item_fields.of(_INSERTED_AT)
@@ -165,19 +166,19 @@ def _times(buffer: np.ndarray, item_fields: wire.Fields, count: int,
   return times
 
 
-def _nested(buffer: np.ndarray, parents: wire.Fields, path: str
-            ) -> wire.Fields:
+def _nested(buffer: np.ndarray, parents: parse.Fields, path: str
+            ) -> parse.Fields:
   """The fields of the messages that are the payloads of `parents`."""
-  return wire.fields(buffer, parents.payloads,
+  return parse.fields(buffer, parents.payloads,
                      parents.payloads + parents.values.astype(np.int64), path)
 
 
-def _kept(found: wire.Fields, keep: np.ndarray) -> wire.Fields:
-  return wire.Fields(*(getattr(found, f.name)[keep]
+def _kept(found: parse.Fields, keep: np.ndarray) -> parse.Fields:
+  return parse.Fields(*(getattr(found, f.name)[keep]
                        for f in dataclasses.fields(found)))
 
 
-def _ranks(found: wire.Fields) -> np.ndarray:
+def _ranks(found: parse.Fields) -> np.ndarray:
   """Per field: its place among the fields of its number in its message
   (the column's index among an item's columns)."""
   order = np.lexsort((found.rounds, found.messages))

@@ -6,7 +6,9 @@
       table: signature -> trajectory spec (refused unless trajectories)
       items.tfrecord --one pass--> (chunk, tensor) -> column, time
       chunks.tfrecord --one pass--> wanted chunks set aside on disk
-      episodes rebuilt in order -> to_rlds steps -> EpisodeWriter
+      episodes rebuilt in order -> tfds_out.TrajectoryWriter (the
+        recorder's writer): RLDS steps + episode_id, episode_length,
+        episode_return, terminated
       losses counted (strict: the first raises)
     OUT.export-XXXX/ (beside OUT) --rename--> OUT      (nothing else in OUT)
 
@@ -33,17 +35,19 @@ import tensorflow as tf
 from rlds_reverb import checkpoints
 from rlds_reverb import files
 from rlds_reverb import wording
-from rlds_reverb.convert import to_rlds
 from rlds_reverb.errors import CheckpointError
+from rlds_reverb.errors import DatasetDirectoryError
 from rlds_reverb.errors import ExportError
 from rlds_reverb.exporter import episodes as episodes_lib
 from rlds_reverb.exporter import items as items_lib
 from rlds_reverb.exporter import report as report_lib
 from rlds_reverb.exporter import store as store_lib
 from rlds_reverb.exporter import table as table_lib
-from rlds_reverb.tfds_out import features as features_lib
-from rlds_reverb.tfds_out import records as tfds_records
-from rlds_reverb.tfds_out import writer as writer_lib
+from rlds_reverb.tfds_out import layout
+from rlds_reverb.tfds_out.features import ImageEncoding
+from rlds_reverb.tfds_out.features import ImageEncodings
+from rlds_reverb.tfds_out.records import Durability
+from rlds_reverb.tfds_out.trajectories import TrajectoryWriter
 
 ExportReport = report_lib.ExportReport
 
@@ -55,7 +59,7 @@ def export(
     checkpoint: Optional[str] = None,
     server: Optional[str] = None,
     name: Optional[str] = None,
-    images: features_lib.Images = features_lib.ImageEncoding.PNG,
+    image_encoding: ImageEncodings = ImageEncoding.PNG,
     strict: bool = False,
     timeout: float = 30.0,
 ) -> ExportReport:
@@ -78,19 +82,26 @@ def export(
       without one: `serve` without --checkpoint-dir); the report says which.
     name: the dataset's name (default: the table's, made of letters, digits
       and underscores).
-    images: how uint8 [H, W, C] fields are stored (`features_from_specs`).
+    image_encoding: how uint8 [H, W, C] fields are stored: 'png', 'jpeg',
+      'none' or {field path: encoding} (`tfds_out.features_from_specs`).
       Fields the table holds encoded (`images='encoded'` pushes) are Image
       features of their own format: the stored bytes, as they are.
     strict: raise at the first loss (an episode missing its start or end,
       missing steps) instead of leaving it out and counting it.
     timeout: seconds to wait for the server to answer (`server` only).
 
+  Each episode's metadata is that of a recording (`RldsRecorder`):
+  `episode_id` (its place in the export: 0, 1, ... in the order written to
+  the table), `episode_length` (steps), `episode_return` (the rewards' sum)
+  and `terminated` (its last step's `is_terminal`, from the discounts).
+
   Returns:
     The `ExportReport`: episodes and steps written, what was lost.
 
   Raises:
-    ValueError: neither or both of `checkpoint` and `server`; `out` exists
-      and is not an empty directory; a bad name.
+    ValueError: neither or both of `checkpoint` and `server`; a bad name.
+    DatasetDirectoryError: `out` is a file or a directory that is not empty,
+      or its parent directory does not exist.
     ExportError: the table's items are not trajectories (unsigned, n-step
       transitions, ...); no whole episode to write; a loss with `strict`; a
       server without a checkpointer, or whose checkpoint is not readable here.
@@ -106,12 +117,13 @@ def export(
   out = os.path.abspath(os.fspath(out))
   _check_out(out)
   if server is None:
-    report = _export(table, out, os.fspath(checkpoint), name, images, strict)
+    report = _export(table, out, os.fspath(checkpoint), name, image_encoding,
+                     strict)
   else:
     written = _checkpoint_of_server(server, table, timeout)
     temporary = checkpoints.in_temporary_root(written)
     try:
-      report = _export(table, out, written, name, images, strict)
+      report = _export(table, out, written, name, image_encoding, strict)
     finally:
       if temporary:
         shutil.rmtree(written, ignore_errors=True)
@@ -121,7 +133,8 @@ def export(
   return report
 
 
-def _export(table, out, checkpoint, name, images, strict) -> ExportReport:
+def _export(table, out, checkpoint, name, image_encoding, strict
+            ) -> ExportReport:
   """The table of the checkpoint `checkpoint` into `out` (checked)."""
   directory = _complete_checkpoint(checkpoint)
   description = table_lib.read(directory, table)
@@ -132,7 +145,7 @@ def _export(table, out, checkpoint, name, images, strict) -> ExportReport:
   staging = _staging_directory(out)
   try:
     _write(directory, description, spec, staging, report,
-           report_lib.Losses(report, strict), images)
+           report_lib.Losses(report, strict), image_encoding)
     os.rename(staging, out)
     files.sync_directory(os.path.dirname(out))
   except BaseException:
@@ -141,7 +154,8 @@ def _export(table, out, checkpoint, name, images, strict) -> ExportReport:
   return report
 
 
-def _write(directory, description, spec, staging, report, losses, images):
+def _write(directory, description, spec, staging, report, losses,
+           image_encoding):
   """Rebuilds the episodes into `staging`, a new dataset directory."""
   columns = episodes_lib.Columns(
       specs=table_lib.columns(spec),
@@ -151,24 +165,20 @@ def _write(directory, description, spec, staging, report, losses, images):
   chunk_columns = items_lib.index(items_path, description.name,
                                   len(columns.specs))
   report.items = chunk_columns.items
-  features = features_lib.features_from_specs(
-      to_rlds.rlds_step_spec(spec), images=images)
   wanted = np.unique(chunk_columns.keys)
   with store_lib.ChunkStore(os.path.join(directory, checkpoints.CHUNKS),
                             wanted, staging) as store:
     pieces = episodes_lib.join(chunk_columns, store)
     del chunk_columns, wanted  # Pieces hold what is needed: ~30 B a chunk.
     kept = _Kept()
-    with writer_lib.EpisodeWriter(
-        staging, features, name=report.name,
-        durability=tfds_records.Durability.FLUSH) as writer:
+    with TrajectoryWriter(staging, spec, name=report.name,
+                          image_encoding=image_encoding,
+                          durability=Durability.FLUSH) as writer:
       for episode_id, first, values in episodes_lib.in_order(
           pieces, store, columns, losses):
         kept.add(episode_id, first, first + len(values[0]) - 1)
-        trajectory = tf.nest.pack_sequence_as(spec, values)
-        writer.write({'steps': to_rlds.trajectories_to_steps(trajectory)})
+        report.steps += writer.write(tf.nest.pack_sequence_as(spec, values))
         report.episodes += 1
-        report.steps += len(values[columns.step_type])
     if report.episodes == 0:
       lost = '; '.join(report.loss_lines()) or 'none lost'
       raise ExportError(
@@ -245,14 +255,13 @@ def _staging_directory(out: str) -> str:
 
 
 def _check_out(out: str) -> None:
-  if os.path.exists(out) and not (os.path.isdir(out) and
-                                  not os.listdir(out)):
-    raise ValueError(
-        f'{out} exists and is not an empty directory: export writes a new '
-        f'dataset directory; choose another --out or remove it.')
+  """`out` can be a new dataset: missing or empty, in a directory (the
+  dataset is written beside it)."""
+  layout.check_new_directory(out)
   parent = os.path.dirname(out)
   if not os.path.isdir(parent):
-    raise ValueError(f'{parent}, the directory of {out}, does not exist.')
+    raise DatasetDirectoryError(
+        f'{parent}, the directory of {out}, does not exist.')
 
 
 def _complete_checkpoint(path: str) -> str:

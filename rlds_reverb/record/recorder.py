@@ -5,8 +5,9 @@
       -> each driver step: copied into per-leaf columns (`columns`), [B, ...]
       -> env i's boundary (LAST -> FIRST): its episode is whole
            truncated? (`infos`: gym's TimeLimit.truncated, if env is given)
-           -> RLDS steps + metadata (`episodes`) -> EpisodeWriter.write:
-              one record, flushed before the driver steps again
+           -> tfds_out.TrajectoryWriter.write (the exporter's writer too):
+              RLDS steps + metadata, one record, flushed before the driver
+              steps again
     close(final_time_step)   open episodes written as truncations
     close()                  open episodes left out, and said so
 
@@ -35,9 +36,9 @@ from rlds_reverb.record import episodes
 from rlds_reverb.record import infos as infos_lib
 from rlds_reverb.record.columns import StepColumns
 from rlds_reverb.tfds_out import Durability
-from rlds_reverb.tfds_out import EpisodeWriter
-from rlds_reverb.tfds_out import features_from_specs
 from rlds_reverb.tfds_out import ImageEncoding
+from rlds_reverb.tfds_out.features import ImageEncodings
+from rlds_reverb.tfds_out.trajectories import TrajectoryWriter
 
 _NO_EPISODE = -1
 
@@ -105,7 +106,7 @@ class RldsRecorder:
       *,
       name: str = 'recording',
       env: Any = None,
-      images: Any = ImageEncoding.PNG,
+      image_encoding: ImageEncodings = ImageEncoding.PNG,
       policy_info_field: str = to_rlds.POLICY_INFO,
       shard_episodes: int = 1000,
       shard_seconds: Optional[float] = None,
@@ -125,8 +126,8 @@ class RldsRecorder:
       env: the environment the driver steps (py, batched or TF), to read
         gym's `TimeLimit.truncated` from its infos; None: episodes end as
         their discounts say (see `rlds_reverb.record.infos`).
-      images: how uint8 [H, W, C] fields are stored: 'png', 'jpeg', 'none'
-        or {field path: encoding} (`tfds_out.features_from_specs`).
+      image_encoding: how uint8 [H, W, C] fields are stored: 'png', 'jpeg',
+        'none' or {field path: encoding} (`tfds_out.features_from_specs`).
       policy_info_field: the step field holding `policy_info`.
       shard_episodes: episodes per shard file at most.
       shard_seconds: close a shard once this old (checked as episodes end),
@@ -149,12 +150,9 @@ class RldsRecorder:
     data_spec = _plain(data_spec)
     self._leaves = episodes.leaves_of(data_spec)
     self._data_spec = data_spec
-    self._policy_info_field = policy_info_field
-    features = features_from_specs(
-        to_rlds.rlds_step_spec(data_spec, policy_info_field=policy_info_field),
-        episodes.metadata_spec(data_spec), images=images)
-    self._writer = EpisodeWriter(
-        directory, features, name=name, version=version, split=split,
+    self._writer = TrajectoryWriter(
+        directory, data_spec, name=name, image_encoding=image_encoding,
+        policy_info_field=policy_info_field, version=version, split=split,
         shard_episodes=shard_episodes, shard_seconds=shard_seconds,
         append=append, durability=durability)
     self.directory = self._writer.directory
@@ -299,11 +297,7 @@ class RldsRecorder:
   def _write(self, leaves: List[np.ndarray], truncated: bool,
              synthetic_steps: int = 0) -> None:
     trajectory = tree.unflatten_as(self._data_spec, list(leaves))
-    episode = episodes.rlds_episode(
-        trajectory, self._writer.num_episodes, truncated=truncated,
-        policy_info_field=self._policy_info_field)
-    self._writer.write(episode)
-    steps = int(episode[episodes.EPISODE_LENGTH])
+    steps = self._writer.write(trajectory, truncated=truncated)
     self._counts.add(steps, steps - synthetic_steps)
 
   def _close_open_episodes(self, final_time_step) -> None:
@@ -452,9 +446,10 @@ class _FinalTimeStep:
     found = int(self._step_type if self._batch_size is None
                 else self._step_type[env])
     if found != last_next_step_type:
+      name = step_types.name
       raise ValueError(
-          f'final_time_step of env {env} has step type {_name(found)}, but '
-          f'its last trajectory recorded leads to {_name(last_next_step_type)}'
+          f'final_time_step of env {env} has step type {name(found)}, but '
+          f'its last trajectory recorded leads to {name(last_next_step_type)}'
           f': pass the time step the last run() returned.')
     specs = [leaf for leaf in leaves if leaf.field == 'observation']
     if len(self._observation) != len(specs):
@@ -486,11 +481,6 @@ def _plain(structure: Any) -> Any:
 
 def _field_index(leaves: List[episodes.Leaf], field: str) -> int:
   return next(i for i, leaf in enumerate(leaves) if leaf.field == field)
-
-
-def _name(step_type: int) -> str:
-  return {step_types.FIRST: 'FIRST', step_types.MID: 'MID',
-          step_types.LAST: 'LAST'}.get(step_type, str(step_type))
 
 
 def _left_out_text(summary: RecordingSummary) -> str:

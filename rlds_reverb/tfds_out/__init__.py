@@ -2,9 +2,11 @@
 
     specs -> features_from_specs -> EpisodeWriter(dir).write(episode) -> dir
                                                   recover(dir) after a crash
+    trajectories -> TrajectoryWriter(dir, spec).write(trajectory): to_rlds's
+      steps and the episode's metadata, by an EpisodeWriter
 
-The recorder (TF-Agents drivers) and the exporter (Reverb tables) build on
-this; `rlds_reverb.convert.to_rlds` turns their trajectories into steps.
+The recorder (TF-Agents drivers) and the exporter (Reverb tables) both write
+through `TrajectoryWriter`: the same steps, metadata, errors and files.
 """
 
 from rlds_reverb import lazy
@@ -19,4 +21,5 @@ __getattr__, __dir__, __all__ = lazy.attach(__name__, {
     'recover': 'rlds_reverb.tfds_out.recovery',
     'Recovery': 'rlds_reverb.tfds_out.recovery',
     'EpisodeWriter': 'rlds_reverb.tfds_out.writer',
+    'TrajectoryWriter': 'rlds_reverb.tfds_out.trajectories',
 })

@@ -4,7 +4,7 @@
       -> per feature leaf (a column): value found, kind and shape checked,
          cast to the feature's dtype; all steps columns of one length T
       -> flags checked (one episode: to_rlds.check_flags)
-      -> each column's tf.train.Feature bytes at once (`wire`); an episode's
+      -> each column's tf.train.Feature bytes at once (`example`); an episode's
          images in one call of TFDS's own encoder op (encode_png/jpeg), or,
          given already encoded ([T] PNG/JPEG bytes, as a table keeps them),
          as they are, their headers checked against the feature's shape
@@ -30,7 +30,7 @@ from rlds_reverb.convert import encoded as encoded_frames
 from rlds_reverb.convert import to_rlds
 from rlds_reverb.errors import FeaturesError
 from rlds_reverb.specs import fields
-from rlds_reverb.tfds_out import wire
+from rlds_reverb.tfds_out import example
 
 # Value kinds (numpy `dtype.kind`) each feature kind takes.
 _ACCEPTED_KINDS = {'b': 'b', 'i': 'iu', 'u': 'iu', 'f': 'fiu', 'O': 'SUO'}
@@ -149,8 +149,9 @@ class EpisodeEncoder:
     steps = {column.path[-1]: values[column.name] for column in self.columns
              if column.path[:1] == (fields.STEPS,) and len(column.path) == 2}
     to_rlds.check_flags(steps, where)
-    return wire.example((column.name, _feature(column, values[column.name]))
-                        for column in self.columns)
+    return example.example(
+        (column.name, _feature(column, values[column.name]))
+        for column in self.columns)
 
   def _values(self, episode: Any, where: str) -> Dict[str, np.ndarray]:
     """Every column's value, checked and cast to its feature's dtype."""
@@ -279,13 +280,13 @@ def _feature(column: Column, values: np.ndarray) -> bytes:
   """The tf.train.Feature TFDS writes for the column's whole value."""
   if column.image_format:
     if values.dtype == object:  # Encoded already: written as they are.
-      return wire.bytes_feature(values.ravel().tolist())
-    return wire.bytes_feature(_encoded_images(values, column))
+      return example.bytes_feature(values.ravel().tolist())
+    return example.bytes_feature(_encoded_images(values, column))
   if column.kind == 'O':
-    return wire.bytes_feature(values.ravel().tolist())
+    return example.bytes_feature(values.ravel().tolist())
   if column.kind == 'f':
-    return wire.float_feature(values)
-  return wire.int64_feature(values)
+    return example.float_feature(values)
+  return example.int64_feature(values)
 
 
 def _encoded_images(values: np.ndarray, column: Column) -> List[bytes]:

@@ -22,12 +22,12 @@ dicts anyway). Only Tensor and Image features are made, the two that
 import enum
 from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
-import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from rlds_reverb.convert import to_rlds
 from rlds_reverb.errors import FeaturesError
+from rlds_reverb.specs import dtypes
 from rlds_reverb.specs import encoded as encoded_spec
 from rlds_reverb.specs import fields
 from rlds_reverb.specs import paths
@@ -41,8 +41,9 @@ class ImageEncoding(enum.Enum):
   NONE = 'none'  # A plain Tensor: an int64 per value, large.
 
 
-Images = Union[str, ImageEncoding,
-               Mapping[str, Union[str, ImageEncoding]]]
+# One encoding for every image field, or {field path: encoding}.
+ImageEncodings = Union[str, ImageEncoding,
+                       Mapping[str, Union[str, ImageEncoding]]]
 # An image field's feature: encoded from uint8 frames, or kept as stored.
 _Encoding = Union[ImageEncoding, encoded_spec.EncodedImage]
 # A stored format as TFDS's Image names it. 'image' (PNG or JPEG: the source
@@ -64,7 +65,7 @@ def features_from_specs(
     step_spec: Any,
     metadata_spec: Optional[Mapping[str, Any]] = None,
     *,
-    images: Images = ImageEncoding.PNG,
+    image_encoding: ImageEncodings = ImageEncoding.PNG,
 ) -> tfds.features.FeaturesDict:
   """The features of RLDS episodes with steps of `step_spec`.
 
@@ -72,18 +73,18 @@ def features_from_specs(
     step_spec: one step's spec, a dict (or namedtuple) of specs with the RLDS
       fields; nested dicts and namedtuples are fine, tuples are not.
     metadata_spec: the spec of each episode's metadata (e.g. episode_id).
-    images: how uint8 [H, W, C] fields (C in 1, 3, 4) are stored: one
+    image_encoding: how uint8 [H, W, C] fields (C in 1, 3, 4) are stored: one
       `ImageEncoding` (or 'png', 'jpeg', 'none') for all, or a mapping from
       field path ('steps/observation/pixels') to encoding, PNG for the rest.
       Fields whose spec says they are stored encoded (`specs.encoded`) are
-      Images of their own format whatever `images` says: their bytes are
-      written as they are.
+      Images of their own format whatever `image_encoding` says: their
+      bytes are written as they are.
 
   Raises:
     StepSpecError: `step_spec` lacks an RLDS field, or has flags that are not
       bool scalars.
     FeaturesError: a leaf that is no spec (a tuple), a dtype or unknown
-      dimension TFDS cannot store, metadata named 'steps', `images`
+      dimension TFDS cannot store, metadata named 'steps', `image_encoding`
       naming a field that is no image or an unknown encoding, or asking
       another encoding of a field stored encoded; a field stored encoded
       with more than one frame per step.
@@ -101,7 +102,8 @@ def features_from_specs(
   if fields.STEPS in metadata:
     raise FeaturesError(
         f"Episode metadata cannot be named '{fields.STEPS}': the steps are.")
-  encodings = _encodings(images, {fields.STEPS: steps, **metadata}, kept)
+  encodings = _encodings(image_encoding, {fields.STEPS: steps, **metadata},
+                         kept)
   return tfds.features.FeaturesDict({
       fields.STEPS: tfds.features.Dataset(
           _features(steps, encodings, fields.STEPS)),
@@ -168,27 +170,28 @@ def _stored_encoded(specs: Dict[str, Any]
   return kept
 
 
-def _encodings(images: Images, specs: Dict[str, Any],
+def _encodings(image_encoding: ImageEncodings, specs: Dict[str, Any],
                kept: Mapping[str, encoded_spec.EncodedImage]
                ) -> Dict[str, _Encoding]:
-  """The encoding of every image path of `specs`: `images` for uint8
+  """The encoding of every image path of `specs`: `image_encoding` for uint8
   frames, the stored image itself for those `kept` encoded."""
   candidates = image_paths(specs)
-  if not isinstance(images, Mapping):
-    encoding = _encoding(images, 'images')
+  if not isinstance(image_encoding, Mapping):
+    encoding = _encoding(image_encoding, 'image_encoding')
     return {path: kept.get(path, encoding) for path in candidates}
   encodings = {path: kept.get(path, ImageEncoding.PNG) for path in candidates}
-  for path, value in images.items():
+  for path, value in image_encoding.items():
     if path not in encodings:
       raise FeaturesError(
-          f"images names '{path}', which is no image field (uint8 [H, W, C], "
-          f'C in 1, 3, 4); image fields: {", ".join(candidates) or "none"}.')
-    encoding = _encoding(value, f"images['{path}']")
+          f"image_encoding names '{path}', which is no image field (uint8 "
+          f'[H, W, C], C in 1, 3, 4); image fields: '
+          f'{", ".join(candidates) or "none"}.')
+    encoding = _encoding(value, f"image_encoding['{path}']")
     if path in kept and encoding.value != kept[path].format:
       raise FeaturesError(
-          f"images['{path}'] is {encoding.value!r}, but {path} is stored "
-          f'encoded as {kept[path].format}: its bytes are written as they '
-          f'are, never encoded again.')
+          f"image_encoding['{path}'] is {encoding.value!r}, but {path} is "
+          f'stored encoded as {kept[path].format}: its bytes are written as '
+          f'they are, never encoded again.')
     encodings[path] = kept.get(path, encoding)
   return encodings
 
@@ -216,8 +219,8 @@ def _feature(spec: tf.TensorSpec, encoding: Optional[_Encoding]):
     return tfds.features.Image(shape=shape,
                                encoding_format=_TFDS_FORMATS[encoding.format])
   if encoding is None or encoding is ImageEncoding.NONE:
-    dtype = np.object_ if spec.dtype == tf.string else spec.dtype.as_numpy_dtype
-    return tfds.features.Tensor(shape=shape, dtype=dtype)
+    return tfds.features.Tensor(shape=shape,
+                                dtype=dtypes.numpy_dtype(spec.dtype))
   return tfds.features.Image(shape=shape, encoding_format=encoding.value)
 
 

@@ -59,6 +59,29 @@ def shard_indices(directory: str, name: str, split: str) -> List[int]:
   return sorted(int(match.group(1)) for match in matches if match)
 
 
+def check_new_directory(directory: str, *, leftovers=frozenset(),
+                        if_dataset: str = '') -> None:
+  """Raises unless `directory` is missing or an empty directory (holding no
+  more than `leftovers`): where a new dataset may be written.
+
+  Raises:
+    DatasetDirectoryError: '{directory} is not empty: it holds a dataset'
+      (then `if_dataset`, what to do about it) or 'files other than a
+      dataset'; or it is a file.
+  """
+  if not os.path.exists(directory):
+    return
+  if not os.path.isdir(directory):
+    raise DatasetDirectoryError(
+        f'{directory} is a file: a dataset is written into a directory.')
+  if not set(os.listdir(directory)) - set(leftovers):
+    return
+  holds = 'files other than a dataset'
+  if os.path.isfile(os.path.join(directory, INFO_FILE)):
+    holds = f'a dataset{"; " if if_dataset else ""}{if_dataset}'
+  raise DatasetDirectoryError(f'{directory} is not empty: it holds {holds}.')
+
+
 def new_info(name: str, version: str) -> dataset_info_pb2.DatasetInfo:
   """The dataset info of a dataset with no split yet."""
   return dataset_info_pb2.DatasetInfo(

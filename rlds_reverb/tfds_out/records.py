@@ -1,27 +1,23 @@
 """Shard files: records appended durably, and read back to cut a torn tail.
 
-A TFRecord is its length (8 bytes), the length's CRC (4), the data and the
-data's CRC (4). A process killed while appending leaves a prefix of its last
-record; a machine that loses power may leave anything after the last fsync.
-TensorFlow's reader checks both CRCs, so `scan` finds where the readable
-records end, and `cut` drops what follows. `records_end` walks the length
-fields alone (no data read): a cheap test that a closed shard still holds
-the records registered for it.
+A record is framed as TFRecord frames it (`rlds_reverb.wire`: its length,
+the length's CRC, the data, the data's CRC), the bytes TensorFlow's writer
+writes, the whole frame written, then flushed. A process killed while appending
+leaves a prefix of its last record; a machine that loses power may leave
+anything after the last fsync. TensorFlow's reader checks both CRCs, so
+`scan` reads as it does to find where the readable records end, and `cut`
+drops what follows. `records_end` walks the length fields alone (no data
+read): a cheap test that a closed shard still holds the records registered
+for it.
 """
 
 import dataclasses
 import enum
 import os
-import struct
 from typing import Optional
 
-import tensorflow as tf
-
 from rlds_reverb import files
-
-# Bytes a record adds around its data: length, its CRC, the data's CRC.
-RECORD_OVERHEAD = 16
-_LENGTH = struct.Struct('<Q')  # A record's data length, little-endian.
+from rlds_reverb import wire
 
 
 class Durability(enum.Enum):
@@ -36,23 +32,21 @@ class ShardWriter:
   def __init__(self, path: str, durability: Durability):
     self.path = path
     self._durability = durability
-    self._writer = tf.io.TFRecordWriter(path)
-    # fsync applies to the file, whichever descriptor names it.
-    self._descriptor = os.open(path, os.O_RDONLY)
+    self._file = open(path, 'wb')  # pylint: disable=consider-using-with
     if durability is Durability.FSYNC:
       files.sync_directory(os.path.dirname(path) or '.')
 
   def append(self, record: bytes) -> None:
-    self._writer.write(record)
-    self._writer.flush()
+    self._file.write(wire.frame(record))
+    self._file.flush()
     if self._durability is Durability.FSYNC:
-      os.fsync(self._descriptor)
+      os.fsync(self._file.fileno())
 
   def close(self) -> None:
     """Closes the file, synced whatever the durability: it is registered next."""
-    self._writer.close()
-    os.fsync(self._descriptor)
-    os.close(self._descriptor)
+    self._file.flush()
+    os.fsync(self._file.fileno())
+    self._file.close()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,17 +61,11 @@ class Scan:
 def scan(path: str) -> Scan:
   """Reads `path` until its end or its first unreadable record."""
   records = data_bytes = 0
-  iterator = iter(tf.data.TFRecordDataset(path))
-  while True:
-    try:
-      record = next(iterator)
-    except StopIteration:
-      break
-    except tf.errors.DataLossError:  # Truncated, or a CRC that fails.
-      break
-    records += 1
-    data_bytes += len(record.numpy())
-  end = data_bytes + RECORD_OVERHEAD * records
+  with open(path, 'rb') as f:
+    for length in wire.checked_lengths(f):
+      records += 1
+      data_bytes += length
+  end = data_bytes + wire.RECORD_OVERHEAD * records
   return Scan(records, data_bytes, end, os.path.getsize(path))
 
 
@@ -92,10 +80,10 @@ def records_end(path: str, count: int) -> Optional[int]:
   size = os.path.getsize(path)
   with open(path, 'rb', buffering=0) as f:
     for _ in range(count):
-      header = os.pread(f.fileno(), _LENGTH.size, end)
-      if len(header) < _LENGTH.size:
+      length = wire.length_at(f.fileno(), end)
+      if length is None:
         return None
-      end += _LENGTH.unpack(header)[0] + RECORD_OVERHEAD
+      end += length + wire.RECORD_OVERHEAD
       if end > size:
         return None
   return end

@@ -23,6 +23,7 @@ import os
 from typing import List, Sequence, Tuple
 
 from rlds_reverb import files
+from rlds_reverb import wire
 from rlds_reverb import wording
 from rlds_reverb.errors import DatasetDirectoryError
 from rlds_reverb.tfds_out import layout
@@ -164,7 +165,7 @@ def _repair_registered(directory: str, name: str, split: str,
 
 def _data_bytes(path: str, length: int) -> int:
   """The data of the first `length` records of `path`, as TFDS counts it."""
-  return records.records_end(path, length) - records.RECORD_OVERHEAD * length
+  return records.records_end(path, length) - wire.RECORD_OVERHEAD * length
 
 
 def _ranges(indices: Sequence[int]) -> str:

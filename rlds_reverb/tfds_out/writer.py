@@ -89,9 +89,9 @@ class EpisodeWriter:
     Raises:
       ValueError: a bad name, split, version, shard size or durability.
       FeaturesError: features the writer cannot store.
-      DatasetDirectoryError: `directory` is not empty and `append` is False,
-        or holds no dataset of this name, version and features, or cannot
-        be recovered.
+      DatasetDirectoryError: `directory` is a file, or is not empty and
+        `append` is False, or holds no dataset of this name, version and
+        features, or cannot be recovered.
     """
     layout.check_name(name, 'Dataset name')
     layout.check_name(split, 'Split')
@@ -244,12 +244,9 @@ def _create(directory: str, features, name: str, version: str):
   a directory holding only the first (and temporaries) is a creation that
   was interrupted, and is created again.
   """
-  if os.path.isdir(directory) and set(os.listdir(directory)) - _CREATION_FILES:
-    holds = ('a dataset; pass append=True to add episodes to it'
-             if os.path.isfile(os.path.join(directory, layout.INFO_FILE))
-             else 'files other than a dataset')
-    raise DatasetDirectoryError(
-        f'{directory} is not empty: it holds {holds}.')
+  layout.check_new_directory(
+      directory, leftovers=_CREATION_FILES,
+      if_dataset='pass append=True to add episodes to it')
   os.makedirs(directory, exist_ok=True)
   layout.write_features(directory, features)
   return layout.new_info(name, version)
