@@ -17,6 +17,7 @@
   * Records do not depend on the batches the writer cuts them in.
 """
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -32,6 +33,7 @@ import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
 import rlds_reverb  # pylint: disable=g-import-not-at-top
 from rlds_reverb import checkpoints  # pylint: disable=g-import-not-at-top
+from rlds_reverb import tables as tables_lib  # pylint: disable=g-import-not-at-top
 from rlds_reverb.checkpoints import directories  # pylint: disable=g-import-not-at-top
 from rlds_reverb.checkpoints import records  # pylint: disable=g-import-not-at-top
 from rlds_reverb.checkpoints import table_settings  # pylint: disable=g-import-not-at-top
@@ -88,10 +90,10 @@ def pushed(tmp_path_factory):
 
   def tables():
     return [reverb_tables.fifo_table('replay', signature),
-            reverb.Table('ratio', reverb.selectors.Prioritized(0.8),
-                         reverb.selectors.Fifo(), max_size=10_000,
-                         rate_limiter=reverb.rate_limiters.SampleToInsertRatio(
-                             2.0, 20, 1e6), signature=signature)]
+            tables_lib.table(
+                dataclasses.replace(tables_lib.prioritized('ratio', 10_000),
+                                    samples_per_insert=2.0, min_size=20,
+                                    error_buffer=1e6), signature)]
 
   server = export_data.checkpointed_server(
       tables(), tmp_path_factory.mktemp('pushed'))

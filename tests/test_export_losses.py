@@ -40,9 +40,9 @@ def bundled():
   return steps, np.array(export_data.lengths(steps)), spec
 
 
-def _pushed_and_checkpointed(tmp_path, spec, chunk_length, **table_settings):
+def _pushed_and_checkpointed(tmp_path, spec, chunk_length, **table_options):
   server = export_data.checkpointed_server(
-      [export_data.signed_table('replay', spec, **table_settings)],
+      [export_data.signed_table('replay', spec, **table_options)],
       tmp_path / 'ckpt')
   with warnings.catch_warnings():  # That the table will evict: it will.
     warnings.simplefilter('ignore', rlds_reverb.CapacityWarning)
@@ -107,8 +107,7 @@ def _sample_away(server, count: int) -> None:
 def test_sampled_away_items_lose_ends_counted_exactly(bundled, tmp_path):
   steps, lengths, spec = bundled
   server = _pushed_and_checkpointed(
-      tmp_path, spec, 1, sampler=reverb.selectors.Lifo(),
-      max_times_sampled=1)
+      tmp_path, spec, 1, sampler='lifo', max_times_sampled=1)
   _sample_away(server, 6000)
   directory = export_data.checkpoint(server)
   server.stop()
@@ -131,8 +130,7 @@ def test_sampled_away_items_lose_ends_counted_exactly(bundled, tmp_path):
 def test_push_chunks_keep_the_rows_of_items_sampled_away(bundled, tmp_path):
   steps, _, spec = bundled
   server = _pushed_and_checkpointed(
-      tmp_path, spec, 32, sampler=reverb.selectors.Uniform(),
-      max_times_sampled=1)
+      tmp_path, spec, 32, sampler='uniform', max_times_sampled=1)
   _sample_away(server, 6000)
   directory = export_data.checkpoint(server)
   server.stop()
