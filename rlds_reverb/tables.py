@@ -1,24 +1,26 @@
 """Reverb tables as data: options, the recipes people use, one builder.
 
-    recipes: uniform, fifo, prioritized,        TableOptions (frozen, plain
-    sample_to_insert_ratio, offline_online  ->    values; `check`ed)
-                                                  |                 |
-                               table(options, signature)   settings(options, signature)
-                                                  v                 v
-                                        reverb.Table          checkpoints.TableSettings
-                                        (for reverb.Server)   (what a checkpoint holds;
-                                                               comparable, no server)
+    recipe (uniform, fifo, prioritized, sample_to_insert_ratio, offline_online)
+      -> TableOptions: frozen plain values, `check`ed
+           -> table(options, signature)     -> reverb.Table, for reverb.Server
+           -> settings(options, signature)  -> checkpoints.TableSettings: what a
+                                               checkpoint holds; compared across
+                                               servers; no Reverb needed
 
 A recipe is a table as TF-Agents' and Acme's examples build it by hand:
 
-    recipe                         sampler      remover  max_times  rate limiter
-                                                         _sampled
-    uniform(name, max_size)        uniform      fifo     0          MinSize(min_size)
-    fifo(name, max_size)           fifo         fifo     1          MinSize(1)
-    prioritized(name, max_size)    prioritized  fifo     0          MinSize(min_size)
-    sample_to_insert_ratio(name,   uniform      fifo     0          SampleToInsertRatio(
-      samples_per_insert)                                             R, min_size, error_buffer)
-    offline_online(online_max_size)  uniform(offline, largest), uniform(online, online_max_size)
+    recipe                          sampler/remover   uses up  rate limiter
+    uniform(name, max_size)         uniform/fifo      never    MinSize(min_size)
+    fifo(name, max_size)            fifo/fifo         at 1     MinSize(1)
+    prioritized(name, max_size)     prioritized/fifo  never    MinSize(min_size)
+    sample_to_insert_ratio(name, R) uniform/fifo      never    SampleToInsert-
+                                                               Ratio(R,
+                                                               min_size,
+                                                               error_buffer)
+    offline_online(online_max_size) -> (uniform('offline', LARGEST),
+                                        uniform('online', online_max_size))
+
+("uses up": `max_times_sampled`, the samples after which an item is removed.)
 
 Anything else is `TableOptions(...)`, or a recipe changed with
 `dataclasses.replace`. `TableOptions(name)` is `serve`'s default table, and
@@ -119,7 +121,7 @@ class TableOptions:
     return self.max_times_sampled > 0
 
 
-# --- Recipes. ------------------------------------------------------------------
+# --- Recipes. ----------------------------------------------------------------
 
 def uniform(name: str, max_size: int = DEFAULT_MAX_SIZE, *,
             min_size: int = 1) -> TableOptions:
@@ -177,7 +179,7 @@ def offline_online(online_max_size: int, *, offline: str = 'offline',
           uniform(online, online_max_size))
 
 
-# --- Reverb's objects. -----------------------------------------------------------
+# --- Reverb's objects. -------------------------------------------------------
 
 def table(options: TableOptions, signature: Any = None):
   """The `reverb.Table` that `options` describe, signed with `signature` (a
@@ -252,7 +254,7 @@ def _rate_limits(options: TableOptions):
                                    offset + buffer)
 
 
-# --- Checks. ---------------------------------------------------------------------
+# --- Checks. -----------------------------------------------------------------
 
 class Spelling(NamedTuple):
   """How a message names the options: Python's keywords (`KEYWORDS`), or a

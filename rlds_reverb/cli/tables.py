@@ -40,7 +40,7 @@ def _flag(field: str) -> str:
 FLAGS = tables.Spelling(_flag, ' ')
 
 
-# --- Values, each checked alone (by the library's rules). ----------------------
+# --- Values, each checked alone (by the library's rules). --------------------
 
 def _value(field: str, parse: Callable[[str], Any]) -> Callable[[str], Any]:
   """argparse's conversion of one option's text: parsed, then checked."""
@@ -93,7 +93,7 @@ OPTIONS = {
 }
 
 
-# --- Reading the command line in order. ---------------------------------------
+# --- Reading the command line in order. --------------------------------------
 
 class _Table(argparse.Action):
   """--table NAME: a new table; the options after it are its own."""
@@ -159,7 +159,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.set_defaults(**{_TABLES: None, _DEFAULTS: None})
 
 
-# --- The options of each table, together. --------------------------------------
+# --- The options of each table, together. ------------------------------------
 
 def table_options(args: argparse.Namespace) -> List[tables.TableOptions]:
   """Every table's options, checked together; a conflict exits 2."""
