@@ -6,8 +6,9 @@ RLDS sources, pushes in several processes, Reverb tables as data
 (`rlds_reverb.tables`: the usual recipes, one builder), and mixed
 offline/online replay for offline-to-online training, and the way back:
 `RldsRecorder` records what a TF-Agents driver collects as an RLDS dataset,
-and `export` writes a Reverb table (a checkpoint's) as one. Apache Beam transforms are in
-`rlds_reverb.beam` (needs `pip install "rlds_reverb[beam]"`).
+and `export` writes a Reverb table (a checkpoint's) as one. Apache Beam
+transforms are in `rlds_reverb.beam` (needs `pip install
+"rlds_reverb[beam]"`).
 
 Names load lazily (PEP 562): `import rlds_reverb` imports neither TensorFlow
 nor Beam, so the command line can silence TensorFlow before it starts. It
