@@ -19,6 +19,7 @@ from tf_agents.replay_buffers import reverb_replay_buffer  # pylint: disable=g-i
 from tf_agents.specs import tensor_spec  # pylint: disable=g-import-not-at-top
 
 import rlds_reverb  # pylint: disable=g-import-not-at-top
+from rlds_reverb import tables  # pylint: disable=g-import-not-at-top
 
 TABLE = 'experience'
 SEQUENCE_LENGTH = 2
@@ -40,11 +41,9 @@ def seed_and_sample(dataset: str, batch_size: int) -> None:
   """Pushes `dataset` into a new table and prints one sampled batch."""
   episodes = rlds_reverb.load(dataset)
   spec = rlds_reverb.create_trajectory_data_spec(episodes)
-  table = reverb.Table(
-      name=TABLE, sampler=reverb.selectors.Uniform(),
-      remover=reverb.selectors.Fifo(), max_size=1_000_000,
-      rate_limiter=reverb.rate_limiters.MinSize(1),
-      signature=tensor_spec.add_outer_dim(spec))
+  # Uniform replay of 1,000,000 items, as TF-Agents' examples build it.
+  table = tables.table(tables.uniform(TABLE, max_size=1_000_000),
+                       tensor_spec.add_outer_dim(spec))
   server = reverb.Server([table])
   try:
     client = reverb.Client(f'localhost:{server.port}')

@@ -48,6 +48,7 @@ from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-n
 from tf_agents.utils import common  # pylint: disable=g-import-not-at-top
 
 import rlds_reverb  # pylint: disable=g-import-not-at-top
+from rlds_reverb import tables  # pylint: disable=g-import-not-at-top
 
 DEFAULT_DATASET = 'd4rl_mujoco_halfcheetah/v2-expert'
 TABLE = 'sac_experience'
@@ -80,14 +81,6 @@ def parse_args(argv=None) -> argparse.Namespace:
   parser.add_argument('--verbose', action='store_true',
                       help="show TensorFlow's and Reverb's own log lines")
   return parser.parse_args(argv)
-
-
-def make_table(signature, max_size: int) -> reverb.Table:
-  """Uniform sampling, oldest evicted first, as in TF-Agents' SAC examples."""
-  return reverb.Table(
-      name=TABLE, sampler=reverb.selectors.Uniform(),
-      remover=reverb.selectors.Fifo(), max_size=max_size,
-      rate_limiter=reverb.rate_limiters.MinSize(1), signature=signature)
 
 
 def agent_specs(spec, bounds):
@@ -135,9 +128,12 @@ def main(argv=None) -> int:
 def run(args: argparse.Namespace) -> int:
   tf.random.set_seed(args.seed)
   try:
+    # Uniform sampling, oldest evicted first, as in TF-Agents' SAC examples.
+    replay = tables.uniform(TABLE, max_size=args.max_size)
     episodes = rlds_reverb.load(args.dataset, split=args.split,
                                 data_dir=args.data_dir)
-  except (rlds_reverb.DatasetNotPreparedError, rlds_reverb.SourceError) as e:
+  except (rlds_reverb.DatasetNotPreparedError, rlds_reverb.SourceError,
+          rlds_reverb.TableOptionsError) as e:
     print(f'seed_sac_table: error: {e}', file=sys.stderr)
     return 2
   spec = rlds_reverb.create_trajectory_data_spec(episodes)
@@ -146,8 +142,8 @@ def run(args: argparse.Namespace) -> int:
         f'action {spec.action.dtype.name}{spec.action.shape.as_list()}')
   time_step_spec, action_spec = agent_specs(spec, args.action_bounds)
 
-  server = reverb.Server([make_table(tensor_spec.add_outer_dim(spec),
-                                     args.max_size)])
+  server = reverb.Server([tables.table(replay,
+                                       tensor_spec.add_outer_dim(spec))])
   try:
     client = reverb.Client(f'localhost:{server.port}')
     result = rlds_reverb.push(episodes, client, TABLE,

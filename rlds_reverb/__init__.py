@@ -2,11 +2,13 @@
 
 A drop-in for `tf_agents.replay_buffers.rlds_to_reverb` (the first four names)
 plus a checked push that needs no TF-Agents observer, n-step transitions,
-RLDS sources, pushes in several processes, and mixed offline/online replay
-for offline-to-online training, and the way back: `RldsRecorder` records
-what a TF-Agents driver collects as an RLDS dataset, and `export` writes a
-Reverb table (a checkpoint's) as one. Apache Beam transforms are in
-`rlds_reverb.beam` (needs `pip install "rlds_reverb[beam]"`).
+RLDS sources, pushes in several processes, Reverb tables as data
+(`rlds_reverb.tables`: the usual recipes, one builder), and mixed
+offline/online replay for offline-to-online training, and the way back:
+`RldsRecorder` records what a TF-Agents driver collects as an RLDS dataset,
+and `export` writes a Reverb table (a checkpoint's) as one. Apache Beam
+transforms are in `rlds_reverb.beam` (needs `pip install
+"rlds_reverb[beam]"`).
 
 Names load lazily (PEP 562): `import rlds_reverb` imports neither TensorFlow
 nor Beam, so the command line can silence TensorFlow before it starts. It
@@ -38,6 +40,7 @@ from rlds_reverb.errors import SignatureMismatchError
 from rlds_reverb.errors import SourceError
 from rlds_reverb.errors import StepSpecError
 from rlds_reverb.errors import TableNotFoundError
+from rlds_reverb.errors import TableOptionsError
 
 # A script's module-level servers and datasets are freed before the modules
 # their __del__ needs are emptied, even after `import tensorflow_datasets`.
@@ -121,6 +124,7 @@ __all__ = [
     'ResumeStateError',
     'PipelineFailedError',
     'MixedReplayError',
+    'TableOptionsError',
     'AddressError',
     'CheckpointError',
     'ExportError',
@@ -132,7 +136,7 @@ __all__ = [
 
 _SUBPACKAGES = ('convert', 'specs', 'write', 'sources', 'cli', 'validation',
                 'stats', 'parallel', 'resume', 'checked_push', 'beam',
-                'tfds_out', 'record', 'decoded')
+                'tfds_out', 'record', 'decoded', 'tables')
 
 
 def __getattr__(name: str) -> Any:

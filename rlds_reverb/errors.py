@@ -70,6 +70,12 @@ class MixedReplayError(RldsReverbError, ValueError):
   """A mixed replay cannot be built: bad fraction, tables that do not fit."""
 
 
+class TableOptionsError(RldsReverbError, ValueError):
+  """Table options that cannot make a Reverb table (`rlds_reverb.tables`): a
+  value out of range (Reverb's sizes are 32-bit), an unknown selector, or
+  options that contradict each other; names the table and the option."""
+
+
 class AddressError(RldsReverbError, ValueError):
   """A server address or port that cannot be used; raised before any work.
 

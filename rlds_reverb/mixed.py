@@ -44,6 +44,7 @@ from tf_agents.replay_buffers import reverb_replay_buffer
 
 from rlds_reverb import decoded
 from rlds_reverb import reading
+from rlds_reverb import tables
 from rlds_reverb import wording
 from rlds_reverb.errors import MixedReplayError
 from rlds_reverb.specs import encoded as encoded_spec
@@ -55,7 +56,7 @@ Schedule = Callable[[int], float]
 
 DEFAULT_TIMEOUT_S = 30.0
 # Big enough never to evict RLDS data; Reverb allocates per item, not up front.
-OFFLINE_MAX_SIZE = 2**31 - 1
+OFFLINE_MAX_SIZE = tables.UNBOUNDED_SIZE
 
 
 def mixed_replay(offline: ReplayLike, online: ReplayLike,
@@ -121,19 +122,15 @@ def mixed_replay_tables(signature, online_max_size: int, *,
 
   The offline table keeps what is pushed into it: sampling removes nothing and
   its `max_size` is large. The online table is FIFO: at `online_max_size`
-  each new item evicts the oldest.
+  each new item evicts the oldest. (`tables.offline_online`'s options, built.)
+
+  Raises:
+    TableOptionsError: a size or name Reverb cannot take.
   """
-  return [uniform_table(offline, offline_max_size, signature),
-          uniform_table(online, online_max_size, signature)]
-
-
-def uniform_table(name: str, max_size: int, signature) -> reverb.Table:
-  """Uniform sampling, oldest removed first, items never used up."""
-  return reverb.Table(
-      name=name, sampler=reverb.selectors.Uniform(),
-      remover=reverb.selectors.Fifo(), max_size=max_size,
-      rate_limiter=reverb.rate_limiters.MinSize(1), max_times_sampled=0,
-      signature=signature)
+  return [tables.table(options, signature)
+          for options in tables.offline_online(
+              online_max_size, offline=offline, online=online,
+              offline_max_size=offline_max_size)]
 
 
 def as_schedule(offline_fraction) -> Schedule:

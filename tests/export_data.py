@@ -18,6 +18,7 @@ import numpy as np
 import reverb
 import tensorflow as tf
 
+from rlds_reverb import tables
 from rlds_reverb.specs import signature as signature_lib
 from rlds_reverb.tfds_out import EpisodeWriter
 from rlds_reverb.tfds_out import features_from_specs
@@ -35,15 +36,12 @@ def checkpointed_server(tables: Sequence[reverb.Table],
           os.fspath(directory)))
 
 
-def signed_table(name: str, trajectory_spec: Any, **kwargs) -> reverb.Table:
-  """A FIFO table signed as TF-Agents signs replay tables; never blocks."""
-  settings = dict(sampler=reverb.selectors.Fifo(),
-                  remover=reverb.selectors.Fifo(), max_size=1_000_000,
-                  rate_limiter=reverb.rate_limiters.MinSize(1))
-  settings.update(kwargs)
-  return reverb.Table(
-      name=name, signature=signature_lib.table_signature(trajectory_spec),
-      **settings)
+def signed_table(name: str, trajectory_spec: Any, **options) -> reverb.Table:
+  """A FIFO table signed as TF-Agents signs replay tables; never blocks.
+  `options`: other `tables.TableOptions` fields (`max_size=500`)."""
+  return tables.table(
+      tables.TableOptions(name, **{'sampler': 'fifo', **options}),
+      signature_lib.table_signature(trajectory_spec))
 
 
 def checkpoint(server: reverb.Server) -> str:

@@ -7,15 +7,14 @@ import reverb
 import tensorflow as tf
 import tree
 
+from rlds_reverb import tables
 
-def fifo_table(name: str, signature=None, max_size: int = 100_000,
-               **kwargs) -> reverb.Table:
-  """A table that gives each item once, oldest first: drainable exactly."""
-  return reverb.Table(
-      name=name, sampler=reverb.selectors.Fifo(),
-      remover=reverb.selectors.Fifo(), max_size=max_size,
-      rate_limiter=reverb.rate_limiters.MinSize(1), max_times_sampled=1,
-      signature=signature, **kwargs)
+
+def fifo_table(name: str, signature=None,
+               max_size: int = 100_000) -> reverb.Table:
+  """A table that gives each item once, oldest first: drainable exactly
+  (`tables.fifo`)."""
+  return tables.table(tables.fifo(name, max_size), signature)
 
 
 def start_server(tables: Sequence[reverb.Table], port=None) -> reverb.Server:

@@ -21,21 +21,20 @@ HANG_GUARD_S = 120
 
 def _table(config):
   import reverb  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  kind = config['kind']
-  if kind == 'queue':
-    limiter = reverb.rate_limiters.Queue(config['size'])
-  elif kind == 'ratio':
-    limiter = reverb.rate_limiters.SampleToInsertRatio(
-        config['samples_per_insert'], config['min_size'],
-        config['error_buffer'])
+  from rlds_reverb import tables  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  name, kind = config['name'], config['kind']
+  signature = _signature(config.get('signed_for'))
+  if kind == 'queue':  # Reverb's own: its Queue limiter is the point.
+    return reverb.Table.queue(name, config['size'], signature=signature)
+  max_size = config.get('max_size', 10**6)
+  if kind == 'ratio':
+    options = tables.TableOptions(
+        name, sampler='fifo', max_size=max_size, min_size=config['min_size'],
+        samples_per_insert=config['samples_per_insert'],
+        error_buffer=config['error_buffer'])
   else:
-    limiter = reverb.rate_limiters.MinSize(1)
-  return reverb.Table(
-      name=config['name'], sampler=reverb.selectors.Fifo(),
-      remover=reverb.selectors.Fifo(),
-      max_size=config.get('max_size', config.get('size', 10**6)),
-      rate_limiter=limiter, max_times_sampled=1 if kind == 'fifo' else 0,
-      signature=_signature(config.get('signed_for')))
+    options = tables.fifo(name, max_size)
+  return tables.table(options, signature)
 
 
 def _signature(dataset_dir):

@@ -17,6 +17,7 @@
   * Records do not depend on the batches the writer cuts them in.
 """
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -32,6 +33,7 @@ import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
 import rlds_reverb  # pylint: disable=g-import-not-at-top
 from rlds_reverb import checkpoints  # pylint: disable=g-import-not-at-top
+from rlds_reverb import tables as tables_lib  # pylint: disable=g-import-not-at-top
 from rlds_reverb.checkpoints import directories  # pylint: disable=g-import-not-at-top
 from rlds_reverb.checkpoints import records  # pylint: disable=g-import-not-at-top
 from rlds_reverb.checkpoints import table_settings  # pylint: disable=g-import-not-at-top
@@ -88,10 +90,10 @@ def pushed(tmp_path_factory):
 
   def tables():
     return [reverb_tables.fifo_table('replay', signature),
-            reverb.Table('ratio', reverb.selectors.Prioritized(0.8),
-                         reverb.selectors.Fifo(), max_size=10_000,
-                         rate_limiter=reverb.rate_limiters.SampleToInsertRatio(
-                             2.0, 20, 1e6), signature=signature)]
+            tables_lib.table(
+                dataclasses.replace(tables_lib.prioritized('ratio', 10_000),
+                                    samples_per_insert=2.0, min_size=20,
+                                    error_buffer=1e6), signature)]
 
   server = export_data.checkpointed_server(
       tables(), tmp_path_factory.mktemp('pushed'))
@@ -241,19 +243,16 @@ def test_synthetic_chunks_of_every_kind_sample_back_exactly(tmp_path):
   server.stop()
 
 
-@pytest.mark.parametrize('rate_limiter, asked, given', [
-    (reverb.rate_limiters.MinSize(15), 40, 40),
+@pytest.mark.parametrize('options, asked, given', [
+    (tables_lib.uniform('synthetic', 1000, min_size=15), 40, 40),
     # 15 inserts at 4 samples each, within 8 of 4 * 15: 8 samples, then the
     # limiter waits for inserts.
-    (reverb.rate_limiters.SampleToInsertRatio(4.0, 15, 8.0), 9, 8),
+    (tables_lib.sample_to_insert_ratio('synthetic', 4.0, 1000, min_size=15,
+                                       error_buffer=8.0), 9, 8),
 ], ids=['min_size', 'sample_to_insert_ratio'])
-def test_rate_limited_table_samples_at_once(tmp_path, rate_limiter, asked,
-                                            given):
+def test_rate_limited_table_samples_at_once(tmp_path, options, asked, given):
   episodes = [episode_columns(i, 7) for i in range(3)]
-  signature = synthetic_signature(episodes[0])
-  table = reverb.Table('synthetic', reverb.selectors.Uniform(),
-                       reverb.selectors.Fifo(), max_size=1000,
-                       rate_limiter=rate_limiter, signature=signature)
+  table = tables_lib.table(options, synthetic_signature(episodes[0]))
   synthetic_checkpoint(tmp_path / 'root', table, episodes,
                        checkpoints.Keys(seed=2))
 
@@ -269,7 +268,7 @@ def small_checkpoint(root, count: int = 3, **options) -> str:
   keys = checkpoints.Keys()
   values = np.arange(count, dtype=np.float32)
   chunk_keys = keys.take(count)
-  settings = table_settings.TableSettings.of(small_table())
+  settings = small_settings()
   with checkpoints.CheckpointWriter(os.fspath(root), [settings],
                                     **options) as writer:
     writer.add_chunks(checkpoints.Chunks(
@@ -292,9 +291,17 @@ def one_step_items(chunk_keys, keys=None, times=None):
       squeeze=np.zeros(1, bool))
 
 
+SMALL_SIGNATURE = [tf.TensorSpec([1], tf.float32)]
+
+
 def small_table(**kwargs):
-  return reverb_tables.fifo_table(
-      'small', [tf.TensorSpec([1], tf.float32)], **kwargs)
+  return reverb_tables.fifo_table('small', SMALL_SIGNATURE, **kwargs)
+
+
+def small_settings(max_size: int = 100_000) -> checkpoints.TableSettings:
+  """What a checkpoint of `small_table` records, made without Reverb."""
+  return tables_lib.settings(tables_lib.fifo('small', max_size),
+                             SMALL_SIGNATURE)
 
 
 def drained_values(root):
@@ -343,16 +350,15 @@ def killed_mid_write(root) -> str:
   """Runs a build of 200,000 items of table 'small' in a subprocess (which
   imports neither TensorFlow nor Reverb), SIGKILLs it once half is written
   (it waits for us there), and returns the checkpoint it was writing."""
-  settings = table_settings.TableSettings.of(small_table(max_size=10**6))
+  signature = small_settings().signature
   script = textwrap.dedent(f'''
+      import dataclasses
       import sys
       import numpy as np
       from rlds_reverb import checkpoints
-      settings = checkpoints.TableSettings(
-          name='small', sampler=checkpoints.Selector('fifo'),
-          remover=checkpoints.Selector('fifo'), max_size=10**6,
-          rate_limits=checkpoints.{settings.rate_limits!r},
-          max_times_sampled=1, signature={settings.signature!r})
+      from rlds_reverb import tables
+      settings = dataclasses.replace(
+          tables.settings(tables.fifo('small', 10**6)), signature={signature!r})
       writer = checkpoints.CheckpointWriter({os.fspath(root)!r}, [settings],
                                             append=True)
       keys = checkpoints.Keys()
@@ -460,7 +466,7 @@ REFUSED = {
 def test_refused_build_leaves_the_root_as_it_was(tmp_path, case):
   build, message = REFUSED[case]
   small_checkpoint(tmp_path, 2)
-  settings = table_settings.TableSettings.of(small_table(max_size=5))
+  settings = small_settings(max_size=5)
   writer = checkpoints.CheckpointWriter(os.fspath(tmp_path), [settings],
                                         append=True)
 
@@ -528,7 +534,7 @@ def test_settings_a_server_would_crash_on_are_refused(tmp_path, case):
 
 def test_counts_must_match_the_items_written(tmp_path):
   writer = checkpoints.CheckpointWriter(
-      os.fspath(tmp_path), [table_settings.TableSettings.of(small_table())])
+      os.fspath(tmp_path), [small_settings()])
   items_and_chunks(writer, 3)
 
   with pytest.raises(CheckpointWriteError) as raised:
@@ -572,7 +578,7 @@ def test_keys_are_distinct_10_byte_varints():
 
 def test_failure_without_a_with_block_removes_the_checkpoint(tmp_path):
   writer = checkpoints.CheckpointWriter(
-      os.fspath(tmp_path), [table_settings.TableSettings.of(small_table())])
+      os.fspath(tmp_path), [small_settings()])
   items_and_chunks(writer, 2)
 
   with pytest.raises(CheckpointWriteError):
@@ -598,7 +604,7 @@ def tiny_disk(tmp_path):
 
 
 def test_full_disk_is_one_error_and_leaves_nothing(tiny_disk):
-  settings = table_settings.TableSettings.of(small_table(max_size=10**6))
+  settings = small_settings(max_size=10**6)
   writer = checkpoints.CheckpointWriter(os.fspath(tiny_disk), [settings])
   count = 50_000  # ~10 MB of records: far more than the disk holds.
 
@@ -613,7 +619,7 @@ def test_full_disk_is_one_error_and_leaves_nothing(tiny_disk):
 
 
 def test_roots_and_tables_a_checkpoint_cannot_be_written_for(tmp_path):
-  settings = table_settings.TableSettings.of(small_table())
+  settings = small_settings()
   (tmp_path / 'file').write_text('')
   future = tmp_path / 'future' / '2999-01-01T00:00:00+00:00'
   future.mkdir(parents=True)
@@ -641,7 +647,7 @@ def test_roots_and_tables_a_checkpoint_cannot_be_written_for(tmp_path):
 
 def test_counts_of_unknown_tables_are_refused(tmp_path):
   writer = checkpoints.CheckpointWriter(
-      os.fspath(tmp_path), [table_settings.TableSettings.of(small_table())])
+      os.fspath(tmp_path), [small_settings()])
 
   with pytest.raises(CheckpointWriteError) as raised:
     writer.close({'other': table_settings.TableCounts(inserted=0)})
@@ -654,7 +660,7 @@ def test_counts_of_unknown_tables_are_refused(tmp_path):
 
 def test_negative_counts_are_refused(tmp_path):
   writer = checkpoints.CheckpointWriter(
-      os.fspath(tmp_path), [table_settings.TableSettings.of(small_table())])
+      os.fspath(tmp_path), [small_settings()])
   items_and_chunks(writer, 3)
 
   with pytest.raises(CheckpointWriteError) as raised:

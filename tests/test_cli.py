@@ -25,6 +25,7 @@ from rlds_reverb import cli
 from rlds_reverb.cli import demo
 from rlds_reverb.cli import output
 from rlds_reverb import specs
+from rlds_reverb import tables
 from tests import reverb_tables
 from tests import rlds_data
 
@@ -412,8 +413,8 @@ def test_demo_waits_a_bounded_time_for_its_batch(make_server):
   """The sample's own guard, on a table the rate limiter keeps closed."""
   spec = rlds_reverb.create_trajectory_data_spec(
       rlds_data.as_rlds([_episode(3, 0)]))
-  server = make_server([demo._table(reverb, specs.table_signature(spec),  # pylint: disable=protected-access
-                                    max_size=10)])
+  server = make_server([tables.table(tables.uniform(demo.TABLE, max_size=10),
+                                     specs.table_signature(spec))])
   with pytest.raises(output.CliError) as error:
     demo._sample_batch(spec, server, 4, timeout_s=1)  # pylint: disable=protected-access
   assert str(error.value) == ("table 'demo' of the in-process server gave no "

@@ -15,13 +15,13 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 import pytest
-import reverb
 from tf_agents.replay_buffers import reverb_replay_buffer
 from tf_agents.replay_buffers import reverb_utils
 import tree
 
 import rlds_reverb
 from rlds_reverb import stats
+from rlds_reverb import tables
 from rlds_reverb import validation
 from tests import dataset_shapes
 from tests import reverb_tables
@@ -101,10 +101,8 @@ def test_push_writes_what_tf_agents_observer_writes(make_server, shape, length,
 def test_items_sample_back_as_consecutive_source_steps(make_server, shape):
   _, data, episodes = shape
   spec = rlds_reverb.create_trajectory_data_spec(data)
-  server = make_server([reverb.Table(
-      'replay', reverb.selectors.Uniform(), reverb.selectors.Fifo(),
-      max_size=10**6, rate_limiter=reverb.rate_limiters.MinSize(1),
-      signature=signature_of(data))])
+  server = make_server([tables.table(tables.uniform('replay', 10**6),
+                                     signature_of(data))])
   rlds_reverb.push(data, reverb_tables.address(server), 'replay')
   replay = reverb_replay_buffer.ReverbReplayBuffer(
       spec, 'replay', sequence_length=2, local_server=server)

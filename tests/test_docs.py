@@ -170,9 +170,10 @@ def test_relative_links_of_the_readme_reach_files():
 
 
 def test_the_api_page_documents_every_public_name():
-  """`rlds_reverb.__all__` and `rlds_reverb.beam.__all__`, each from the
-  module that defines it: a new public name needs its entry, and a renamed
-  one breaks `mkdocs build --strict`."""
+  """`rlds_reverb.__all__`, `rlds_reverb.beam.__all__` and
+  `rlds_reverb.tables.__all__`, each from the module that defines it: a new
+  public name needs its entry, and a renamed one breaks `mkdocs build
+  --strict`."""
   init = ast.parse((ROOT / 'rlds_reverb/__init__.py').read_text())
   lazy, public, eager = {}, [], {}
   for node in init.body:
@@ -183,11 +184,18 @@ def test_the_api_page_documents_every_public_name():
     elif isinstance(node, ast.ImportFrom):
       eager.update((alias.name, node.module) for alias in node.names)
   expected = {f'{lazy.get(name) or eager[name]}.{name}' for name in public}
-  beam = ast.parse((ROOT / 'rlds_reverb/beam/__init__.py').read_text())
-  beam_all = next(ast.literal_eval(node.value) for node in beam.body
-                  if isinstance(node, ast.Assign)
-                  and node.targets[0].id == '__all__')
+  beam_all = module_all(ROOT / 'rlds_reverb/beam/__init__.py')
   expected |= {f'rlds_reverb.beam.{name}' for name in beam_all}
+  expected |= {f'rlds_reverb.tables.{name}'
+               for name in module_all(ROOT / 'rlds_reverb/tables.py')}
   documented = set(re.findall(r'^::: (\S+)$',
                               (ROOT / 'docs/api.md').read_text(), re.M))
   assert documented == expected
+
+
+def module_all(path: pathlib.Path):
+  """A module's `__all__`, read without importing it."""
+  return next(ast.literal_eval(node.value)
+              for node in ast.parse(path.read_text()).body
+              if isinstance(node, ast.Assign)
+              and getattr(node.targets[0], 'id', None) == '__all__')

@@ -294,3 +294,13 @@ def test_seed_sac_table_by_name_in_data_dir_and_not_prepared(
   assert "'d4rl_mujoco_halfcheetah/v2-expert' is not prepared" in (
       error_lines[0])
   assert list(empty.iterdir()) == []  # Nothing downloaded.
+
+
+def test_seed_sac_table_refuses_a_bad_max_size_before_loading(tmp_path):
+  """The table's options are checked first: one line, exit 2, no traceback."""
+  result = run_example('seed_sac_table.py', '--data-dir', tmp_path,
+                       '--max-size', 0)
+  assert result.returncode == 2
+  assert result.stderr == (
+      "seed_sac_table: error: Table 'sac_experience': max_size must be an "
+      'integer from 1 to 2147483647, got 0.\n')

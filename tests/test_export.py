@@ -19,6 +19,7 @@ import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
 
 import rlds_reverb  # pylint: disable=g-import-not-at-top
 from rlds_reverb import sources  # pylint: disable=g-import-not-at-top
+from rlds_reverb import tables  # pylint: disable=g-import-not-at-top
 from tests import export_data  # pylint: disable=g-import-not-at-top
 from tests import rlds_dirs  # pylint: disable=g-import-not-at-top
 
@@ -112,11 +113,9 @@ def test_checkpoint_root_means_its_newest_checkpoint(nested_source, tmp_path):
 
 def _transition_table(data):
   spec = rlds_reverb.create_nstep_transition_spec(data)
-  return reverb.Table('nstep', reverb.selectors.Fifo(),
-                      reverb.selectors.Fifo(), max_size=1000,
-                      rate_limiter=reverb.rate_limiters.MinSize(1),
-                      signature=tf.nest.map_structure(
-                          lambda s: tf.TensorSpec(s.shape, s.dtype), spec))
+  return tables.table(
+      tables.TableOptions('nstep', sampler='fifo', max_size=1000),
+      tf.nest.map_structure(lambda s: tf.TensorSpec(s.shape, s.dtype), spec))
 
 
 def _refused(tmp_path, tables, table):

@@ -40,9 +40,9 @@ def bundled():
   return steps, np.array(export_data.lengths(steps)), spec
 
 
-def _pushed_and_checkpointed(tmp_path, spec, chunk_length, **table_settings):
+def _pushed_and_checkpointed(tmp_path, spec, chunk_length, **table_options):
   server = export_data.checkpointed_server(
-      [export_data.signed_table('replay', spec, **table_settings)],
+      [export_data.signed_table('replay', spec, **table_options)],
       tmp_path / 'ckpt')
   with warnings.catch_warnings():  # That the table will evict: it will.
     warnings.simplefilter('ignore', rlds_reverb.CapacityWarning)
@@ -115,7 +115,7 @@ def test_sampled_away_items_lose_ends_counted_exactly(bundled, tmp_path):
   steps, lengths, spec = bundled
 
   report = _sampled_away_and_exported(tmp_path, spec, 1,
-                                      reverb.selectors.Lifo())
+                                      'lifo')
 
   whole, cut_items = _split(lengths, ITEMS - 6000, newest=False)
   rlds_dirs.assert_same_episodes(export_data.steps_of(tmp_path / 'out'),
@@ -133,7 +133,7 @@ def test_push_chunks_keep_the_rows_of_items_sampled_away(bundled, tmp_path):
   steps, _, spec = bundled
 
   report = _sampled_away_and_exported(tmp_path, spec, 32,
-                                      reverb.selectors.Uniform())
+                                      'uniform')
 
   # Uniform sampling is random: a chunk that only a few items reference (the
   # stream's last, cut short at the end) can lose them all, and its episode

@@ -57,6 +57,7 @@ EXPORTED = [
     'ResumeStateError',
     'PipelineFailedError',
     'MixedReplayError',
+    'TableOptionsError',
     'AddressError',
     'CheckpointError',
     'ExportError',
@@ -73,7 +74,8 @@ ERRORS = ['RldsReverbError', 'StepSpecError', 'SignatureMismatchError',
           'ReverbTimeoutError', 'ServerUnavailableError', 'TableNotFoundError',
           'SourceError', 'DatasetNotPreparedError', 'ShardsFailedError',
           'MalformedEpisodeError', 'DataReadError', 'ResumeStateError',
-          'PipelineFailedError', 'MixedReplayError', 'AddressError',
+          'PipelineFailedError', 'MixedReplayError', 'TableOptionsError',
+          'AddressError',
           'CheckpointError', 'ExportError', 'ImageFieldError',
           'FeaturesError', 'DatasetDirectoryError']
 

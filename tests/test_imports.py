@@ -99,3 +99,16 @@ def test_lazy_names_stay_what_they_name_once_every_module_is_imported(name):
     value = getattr(package, exported)
     assert not isinstance(value, types.ModuleType), f'{name}.{exported}'
     assert value.__name__ == exported
+
+
+def test_table_options_and_their_settings_import_no_tensorflow(tmp_path):
+  """The command line checks table options before TensorFlow loads, and a
+  checkpoint's table settings need no Reverb (issue 32)."""
+  code = ('from rlds_reverb import tables\n'
+          "options = tables.prioritized('replay', 1000)\n"
+          'tables.check(options)\n'
+          'print(tables.settings(options).sampler)')
+  result = imported(code, ('tensorflow', 'reverb', 'tf_agents'), tmp_path)
+  assert result.returncode == 0, result.stderr
+  *_, modules = result.stdout.splitlines()
+  assert modules == '[]'

@@ -7,6 +7,7 @@ offline, negative (-1, -2, ...) online, so each row of a sampled batch can be
 traced to the step it was written from and compared with it.
 """
 
+import dataclasses
 import math
 import time
 
@@ -20,6 +21,7 @@ from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import trajectory
 
 import rlds_reverb
+from rlds_reverb import tables
 from tests import reverb_tables
 from tests import rlds_data
 
@@ -80,11 +82,9 @@ def expected_items(episodes, online):
   return items
 
 
-def unsigned_table(name, **kwargs):
-  return reverb.Table(
-      name=name, sampler=reverb.selectors.Uniform(),
-      remover=reverb.selectors.Fifo(), max_size=100,
-      rate_limiter=reverb.rate_limiters.MinSize(1), **kwargs)
+def unsigned_table(name, signature=None, **options):
+  return tables.table(
+      dataclasses.replace(tables.uniform(name, 100), **options), signature)
 
 
 class Replay:

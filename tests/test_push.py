@@ -504,14 +504,13 @@ import faulthandler, gc, json, os, sys, time
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 import reverb
 import rlds_reverb
+from rlds_reverb import tables as tables_lib
 from tests import rlds_data, reverb_tables
 
 tables = {
-    'sample_to_insert_ratio': lambda: reverb.Table(
-        name='blocked', sampler=reverb.selectors.Fifo(),
-        remover=reverb.selectors.Fifo(), max_size=1000,
-        rate_limiter=reverb.rate_limiters.SampleToInsertRatio(
-            samples_per_insert=1.0, min_size_to_sample=1, error_buffer=1.0)),
+    'sample_to_insert_ratio': lambda: tables_lib.table(
+        tables_lib.TableOptions('blocked', sampler='fifo', max_size=1000,
+                                samples_per_insert=1.0, error_buffer=1.0)),
     'full_queue': lambda: reverb.Table.queue('blocked', max_size=5),
 }
 server = reverb_tables.start_server([tables[sys.argv[1]]()])

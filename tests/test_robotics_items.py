@@ -12,12 +12,12 @@ import re
 
 import numpy as np
 import pytest
-import reverb
 import tensorflow as tf
 from tf_agents.replay_buffers import reverb_replay_buffer
 from tf_agents.replay_buffers import reverb_utils
 from tf_agents.specs import tensor_spec
 import rlds_reverb
+from rlds_reverb import tables
 from rlds_reverb.write import rows as rows_lib
 from tests import reverb_tables
 from tests import rlds_data
@@ -101,10 +101,8 @@ def test_episode_items_with_strings_match_tf_agents(make_server, robotics):
 def test_strings_sample_back_through_replay_buffer(make_server, robotics):
   """Every sampled item holds consecutive steps of one episode, then b''."""
   spec = rlds_reverb.create_trajectory_data_spec(robotics, instruction_info)
-  server = make_server([reverb.Table(
-      'replay', reverb.selectors.Uniform(), reverb.selectors.Fifo(),
-      max_size=1000, rate_limiter=reverb.rate_limiters.MinSize(1),
-      signature=signature_of_info(robotics))])
+  server = make_server([tables.table(tables.uniform('replay', 1000),
+                                     signature_of_info(robotics))])
   rlds_reverb.push(robotics, reverb_tables.address(server), 'replay',
                    sequence_length=3, end_of_episode=EOE.PAD,
                    policy_info_fn=instruction_info)

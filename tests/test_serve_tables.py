@@ -14,9 +14,10 @@ import tensorflow as tf
 
 import rlds_reverb
 from rlds_reverb import cli
+from rlds_reverb import tables
 from rlds_reverb import wording
 from rlds_reverb.cli import serve
-from rlds_reverb.cli import tables
+from rlds_reverb.cli import tables as table_flags
 from rlds_reverb.write import capacity
 from rlds_reverb.write import memory
 from tests import reverb_tables
@@ -173,7 +174,7 @@ def test_stop_names_what_each_table_discards(served):
 # --- The options, read and checked before anything starts. -----------------
 
 def parse(*table_args):
-  return tables.table_options(cli.build_parser().parse_args(
+  return table_flags.table_options(cli.build_parser().parse_args(
       ['serve', '--dataset', 'unused', *table_args]))
 
 
@@ -198,13 +199,13 @@ def test_options_before_any_table_are_defaults_a_table_overrides():
                                        priority_exponent=0.5)]
 
 
-def test_make_table_builds_what_the_options_say():
+def test_the_library_builds_what_the_options_say():
   options = parse('--table', 'a', '--sampler', 'prioritized', '--remover',
                   'prioritized', '--samples-per-insert', '250',
                   '--min-size', '7', '--max-times-sampled', '1')[0]
   assert options.exponent == tables.PRIORITY_EXPONENT
   assert options.buffer == 250  # Reverb's least, more than the default 100.
-  server = reverb.Server([tables.make_table(reverb, options, None)])
+  server = reverb.Server([tables.table(options)])
   try:
     info = reverb.Client(f'localhost:{server.port}').server_info(30)['a']
   finally:

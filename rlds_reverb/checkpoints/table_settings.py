@@ -2,8 +2,9 @@
 server's at load, and the counters its items imply.
 
     TableSettings            name, sampler, remover, max_size,
-      (plain values, or        max_times_sampled, rate limits, signature
-       `TableSettings.of(reverb.Table)`)
+      (plain values,           max_times_sampled, rate limits, signature
+       `TableSettings.of(reverb.Table)`, or
+       `rlds_reverb.tables.settings(TableOptions)`)
     + TableCounts            inserts, samples, deletes, deleted episodes,
       (default: the items      unique samples
        written)

@@ -99,10 +99,14 @@ class CheckpointWriter:
   """Writes one new checkpoint under `root` for `tables`; `close` completes
   it. Usage:
 
-      with CheckpointWriter(root, [TableSettings.of(table)]) as writer:
+      settings = tables.settings(tables.uniform('replay'), signature)
+      with CheckpointWriter(root, [settings]) as writer:
         writer.add_chunks(chunks)
         writer.add_items('replay', items)
       # closed on success (DONE written), removed on an exception.
+
+  (`rlds_reverb.tables.settings` makes a table's settings from its options
+  without Reverb; `TableSettings.of(table)` reads a `reverb.Table`'s.)
   """
 
   def __init__(self, root: str,

@@ -14,6 +14,7 @@ end), and waits at most SAMPLE_TIMEOUT_S for its batch.
 import argparse
 import time
 
+from rlds_reverb import tables
 from rlds_reverb import wording
 from rlds_reverb.cli import options
 from rlds_reverb.cli import output
@@ -68,8 +69,9 @@ def run(args: argparse.Namespace) -> int:
     print(f'note      {message}')
   print(f'spec      {output.spec_text(spec)}')
 
-  server = reverb.Server([_table(reverb, specs.table_signature(spec),
-                                 max_size=max(report.steps, 1))])
+  server = reverb.Server([tables.table(
+      tables.uniform(TABLE, max_size=max(report.steps, 1)),
+      specs.table_signature(spec))])
   try:
     address = f'localhost:{server.port}'
     print(f"server    in-process Reverb at {address}, table '{TABLE}' "
@@ -114,13 +116,6 @@ def _why_no_items(result) -> str:
     return 'every episode was skipped'
   return (f'{wording.count(result.episodes, "episode")} pushed, none of '
           f'{SEQUENCE_LENGTH} steps or more')
-
-
-def _table(reverb, signature, max_size: int):
-  return reverb.Table(
-      name=TABLE, sampler=reverb.selectors.Uniform(),
-      remover=reverb.selectors.Fifo(), max_size=max_size,
-      rate_limiter=reverb.rate_limiters.MinSize(1), signature=signature)
 
 
 def _sample_batch(spec, server, batch_size: int,

@@ -3,10 +3,10 @@
 Every table's signature is the dataset's trajectory spec with a time axis
 (with --n-step, its transition spec), so `rlds-reverb push` and TF-Agents'
 `ReverbReplayBuffer` fit it as they are. Each table has its own sampler,
-remover, sizes and rate limiter (`tables`: MinSize(1) by default, which never
-blocks inserts). At start it says what each table's items will cost in memory
-(`write.memory`). It runs until SIGINT or SIGTERM, then (with
---checkpoint-dir) checkpoints and stops.
+remover, sizes and rate limiter (`cli/tables` reads them, `rlds_reverb.tables`
+builds them: MinSize(1) by default, which never blocks inserts). At start it
+says what each table's items will cost in memory (`write.memory`). It runs
+until SIGINT or SIGTERM, then (with --checkpoint-dir) checkpoints and stops.
 
 Reverb listens on every interface: dm-reverb 0.14.0's server binds [::]:PORT
 and takes no host, so there is no --host, and the line it prints says so. A
@@ -27,10 +27,11 @@ from typing import Dict, List, Optional, Sequence
 
 from rlds_reverb import addresses
 from rlds_reverb import checkpoints
+from rlds_reverb import tables
 from rlds_reverb import wording
 from rlds_reverb.cli import options
 from rlds_reverb.cli import output
-from rlds_reverb.cli import tables
+from rlds_reverb.cli import tables as table_flags
 from rlds_reverb.errors import AddressError
 
 HELP = "run a Reverb server with tables signed for a dataset's trajectories"
@@ -84,11 +85,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help=('load the newest checkpoint there at start (its '
                             'table settings win over these options) and '
                             'write one on SIGUSR1 and at shutdown'))
-  tables.add_arguments(parser)
+  table_flags.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-  configured = tables.table_options(args)
+  configured = table_flags.table_options(args)
   for failed, message in options.image_usage_problems(args):
     if failed:
       raise output.CliError(message, output.EXIT_USAGE)
@@ -316,8 +317,7 @@ def _start(reverb, args, configured, signature, found):
   checkpointer = None
   if args.checkpoint_dir:
     checkpointer = reverb.checkpointers.DefaultCheckpointer(args.checkpoint_dir)
-  served = [tables.make_table(reverb, table, signature)
-            for table in configured]
+  served = [tables.table(table, signature) for table in configured]
   try:
     return reverb.Server(served, port=args.port, checkpointer=checkpointer)
   except (RuntimeError, ValueError) as e:
