@@ -12,9 +12,9 @@
 
 Which fields: `image_fields` if given, else the source's uint8 Image
 features, else every uint8 [H, W, C] step field. The checks before writing
-read the encoded bytes only (`whole(.., images=False)` gives them); frames
-encoded here are not encoded twice. `frame_shape` reads a PNG's or JPEG's
-header (no decoding) for the check that frames fit the spec, and
+read the encoded bytes only (`whole(.., keep_encoded=True)` gives them);
+frames encoded here are not encoded twice. `frame_shape` reads a PNG's or
+JPEG's header (no decoding) for the check that frames fit the spec, and
 `blank_frame` is the encoded frame of zeros that pads episodes.
 """
 
@@ -175,16 +175,17 @@ def _with_frames(step_spec, images):
   return tf.nest.pack_sequence_as(step_spec, leaves)
 
 
-def _views(images: whole_reads.Images, encoded, light) -> tf.data.Dataset:
-  """`whole(data, images)`: the checks (images=False) read no encoding."""
-  return encoded if images is True else light
+def _views(keep_encoded: whole_reads.KeepEncoded, encoded, light
+           ) -> tf.data.Dataset:
+  """`whole(data, keep_encoded)`: the checks (True) read no encoding."""
+  return encoded if keep_encoded is False else light
 
 
 def _whole(rlds_data: tf.data.Dataset, kept: FrozenSet[str]
            ) -> tf.data.Dataset:
   """Episodes with steps as [T, ...] tensors, the `kept` images encoded."""
   if _can_read_whole(rlds_data):
-    return whole_reads.whole(rlds_data, images=kept)
+    return whole_reads.whole(rlds_data, keep_encoded=kept)
   if episodes_lib.is_whole(rlds_data):
     return rlds_data
   empty = episodes_lib.zero_steps(_stored_step_spec(rlds_data), 0)
@@ -195,7 +196,7 @@ def _whole(rlds_data: tf.data.Dataset, kept: FrozenSet[str]
 
 
 def _can_read_whole(rlds_data) -> bool:
-  return whole_reads.whole(rlds_data, images=False) is not rlds_data
+  return whole_reads.whole(rlds_data, keep_encoded=True) is not rlds_data
 
 
 def _batched_episode(episode, empty) -> tf.data.Dataset:
