@@ -11,7 +11,12 @@
               --[resume file: skip the episodes it says were confirmed,
                  and the items of the next one an interrupted run confirmed]
               --write.write_trajectories, progress saved at each confirmation
-              --> PushResult: confirmed counts, what was skipped, warnings
+              --> PushResult: what the write layer wrote (`Written`), with
+                  what the checks found: skipped, resumed, warnings
+
+`push_nstep_transitions` checks and writes n-step transitions the same way,
+reading the data once (what it writes is not known ahead: no read-ahead
+checks, only the server's tables and what they hold).
 
 What it writes is one `PushOptions` (items, priority, chunk lengths, image
 storage, strictness, timeout), passed down whole to the write layer; what
@@ -44,6 +49,7 @@ from rlds_reverb import validation
 from rlds_reverb import whole_reads
 from rlds_reverb import wording
 from rlds_reverb.convert import encoded
+from rlds_reverb.convert import nstep
 from rlds_reverb.errors import DataReadError
 from rlds_reverb.errors import MalformedEpisodeError
 from rlds_reverb.errors import ResumeStateError
@@ -59,8 +65,6 @@ from rlds_reverb.write import items as items_lib
 from rlds_reverb.write import push as write_push
 from rlds_reverb.write import server as server_lib
 from rlds_reverb.write import writer as writer_lib
-from rlds_reverb.write.push import PushResult
-from rlds_reverb.write.push import SkippedEpisode
 
 FLAGGED = 'flagged_invalid'
 EMPTY = 'empty'
@@ -72,6 +76,54 @@ class CapacityWarning(UserWarning):
 
 class ShortEpisodesWarning(UserWarning):
   """Episodes shorter than an item give none (padding gives them one)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SkippedEpisode:
+  """An episode a push left out, and why."""
+  position: int  # 0-based, in the data the push was given (a shard's own).
+  kind: str  # 'flagged_invalid', 'empty', or a problem ('terminal_not_last').
+  message: str
+  step: Optional[int] = None  # The first malformed step, for problems.
+  shard: Optional[str] = None  # 'I/N' when `push_shards` pushed it.
+
+
+@dataclasses.dataclass(frozen=True)
+class PushResult:
+  """What a push wrote; every item counted here was confirmed by the server."""
+  episodes: int
+  trajectories: int
+  items: int
+  seconds: float
+  skipped_episodes: int = 0
+  # Trajectories of the skipped episodes (TF-Agents' count includes them).
+  skipped_trajectories: int = 0
+  # Episodes a resume file said were confirmed by earlier runs (not counted
+  # in `episodes`).
+  resumed_after_episodes: int = 0
+  # The episodes the checks left out (`skipped_episodes` counts them too).
+  skipped: Tuple[SkippedEpisode, ...] = ()
+  # What the checks warned of before writing (a table too small, a limiter).
+  warnings: Tuple[str, ...] = ()
+  # Fields read otherwise than the data stores them: a default for a missing
+  # `discount` or `reward`, one-element fields as scalars (`StepFormat`).
+  notes: Tuple[str, ...] = ()
+
+  @classmethod
+  def of(cls, written: write_push.Written, *, resumed_after_episodes: int = 0,
+         skipped: Tuple[SkippedEpisode, ...] = (),
+         warnings: Tuple[str, ...] = (),  # pylint: disable=redefined-outer-name
+         notes: Optional[Tuple[str, ...]] = None) -> 'PushResult':
+    """What the write layer wrote, with what the checks found: episodes a
+    resume file skipped, the episodes they left out, their warnings, and
+    their notes on the data (else the write layer's)."""
+    return cls(written.episodes, written.trajectories, written.items,
+               written.seconds,
+               skipped_episodes=written.bypassed_episodes + len(skipped),
+               skipped_trajectories=written.bypassed_trajectories,
+               resumed_after_episodes=resumed_after_episodes,
+               skipped=skipped, warnings=warnings,
+               notes=written.notes if notes is None else notes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,6 +295,82 @@ def push(
   return job.write(on_confirmed)
 
 
+def push_nstep_transitions(
+    rlds_data: tf.data.Dataset,
+    server: server_lib.ServerLike,
+    tables: Union[str, Sequence[str]],
+    *,
+    n: int,
+    discount: float,
+    priority: float = 1.0,
+    timeout: float = push_options.DEFAULT_TIMEOUT_S,
+    chunk_length: push_options.ChunkLength = None,
+    on_confirmed: Optional[Callable[[writer_lib.Progress], None]] = None,
+    strict: bool = False,
+    images: str = 'raw',
+    image_format: str = 'png',
+    image_fields: Optional[Sequence[str]] = None,
+    options: Optional[PushOptions] = None,
+) -> PushResult:
+  """Writes one item per n-step transition (`convert.nstep`), as Acme does.
+
+  Items have no time axis; a signed table's signature must equal
+  `create_nstep_transition_spec(rlds_data)` (with images='encoded', that
+  spec with its image fields stored encoded, `specs.encoded`).
+  `trajectories` in the result counts transitions; `chunk_length`,
+  `strict`, `images`, `image_format` and `image_fields` are as for `push`;
+  `options` gives them all at once (a `PushOptions` whose sequence settings
+  are left at their defaults: they do not apply). A table that already holds
+  items is warned of before writing (`TableNotEmptyWarning`, and in the
+  result's `warnings`). Raises as `push`.
+  """
+  options = push_options.of(
+      options, priority=priority, timeout=timeout, chunk_length=chunk_length,
+      strict=strict, images=images, image_format=image_format,
+      image_fields=image_fields)
+  _check_nstep_options(options)
+  nstep.check_parameters(n, discount)
+  target = server_lib.Target.of(server, tables)
+  rlds_data, encoding = encoded.prepare(rlds_data, options.image_storage)
+  step_format = specs.step_format(rlds_data, options.strict)
+  if encoding is not None:
+    step_format = encoding.named(step_format)
+  spec = nstep.transition_spec(step_format.spec)
+  target = _checked_target(target, options, spec, spec,
+                           items_lib.TransitionItems.stride_length)
+  held = held_lib.warnings_for(held_lib.look(target.infos))
+  for message in held:  # The data is read once: what it adds is not known.
+    warnings.warn(message, held_lib.TableNotEmptyWarning, stacklevel=2)
+  written = write_push.write_transitions(
+      rlds_data, target, options, n=n, discount=discount, encoding=encoding,
+      on_confirmed=on_confirmed)
+  return PushResult.of(written, warnings=held)
+
+
+def _check_nstep_options(options: PushOptions) -> None:
+  """n-step items are transitions: the options' item settings do not apply."""
+  given = options.keywords()
+  defaults = PushOptions().keywords()
+  for name in ('sequence_length', 'stride_length', 'end_of_episode'):
+    if given[name] != defaults[name]:
+      value = getattr(given[name], 'value', given[name])  # 'pad', not PAD.
+      raise ValueError(
+          f'push_nstep_transitions writes one item per transition: {name} '
+          f'does not apply (options has {name}={value!r}).')
+
+
+def _checked_target(target: server_lib.Target, options: PushOptions,
+                    spec: Any, item_spec: Any,
+                    stride_length: int) -> server_lib.Target:
+  """`target`, asked: before anything is written, the chunk lengths fit the
+  items' columns, the server answers, the tables exist, and each signed
+  table's signature is `item_spec` (`write_push.check_tables`)."""
+  chunks.check_option(
+      options.chunk_length, columns.columns_of(spec),
+      chunks.max_chunk_length(len(target.tables), stride_length))
+  return write_push.check_tables(target, item_spec, options.timeout)
+
+
 def source_job(source: Source, server: server_lib.ServerLike,
                tables: Sequence[str], options: PushOptions,
                checks: CheckOptions) -> 'CheckedPush':
@@ -293,18 +421,16 @@ class CheckedPush:
       raise
 
   def _check(self, on_read) -> Plan:
-    options, tables = self._options, self._target.tables
+    options = self._options
     if self._checks.resume:
       resume_lib.check_writable(self._checks.resume)
     step_format = specs.step_format(self._data, options.strict)
     if self._encoding is not None:
       step_format = self._encoding.named(step_format)
     spec = specs.trajectory_spec(step_format.spec, self._policy_info_fn)
-    chunks.check_option(
-        options.chunk_length, columns.columns_of(spec),
-        chunks.max_chunk_length(len(tables), options.stride_length))
-    self._target = write_push.check_tables(
-        self._target, specs.table_signature(spec), options.timeout)
+    self._target = _checked_target(self._target, options, spec,
+                                   specs.table_signature(spec),
+                                   options.stride_length)
     if self._checks.on_invalid is OnInvalid.STOP:
       plan = self._with_held(Plan((), None, (), self._state(None)), None)
     else:

@@ -109,8 +109,8 @@ def push_shards(dataset: Union[str, Sequence[str]],
     ShardsFailedError: some shard failed; names each, with its error, and
       what the others confirmed. The others ran to their end.
   """
-  from rlds_reverb.write.push import PushResult  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  from rlds_reverb.write.push import SkippedEpisode  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.checked_push import PushResult  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.checked_push import SkippedEpisode  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   start = time.perf_counter()
   options = push_options.of(options, images=images, image_format=image_format,
                             image_fields=image_fields, **settings)

@@ -29,13 +29,13 @@ from rlds_reverb import held as held_lib
 from rlds_reverb import push_options as push_options_lib
 from rlds_reverb.beam import read
 from rlds_reverb.beam import write
+from rlds_reverb.checked_push import PushResult
+from rlds_reverb.checked_push import SkippedEpisode
 from rlds_reverb.errors import PipelineFailedError
 from rlds_reverb.errors import RldsReverbError
 from rlds_reverb.push_options import PushOptions
 from rlds_reverb.write import items as items_lib
 from rlds_reverb.write import server as server_lib
-from rlds_reverb.write.push import PushResult
-from rlds_reverb.write.push import SkippedEpisode
 
 # Runners whose workers run on this machine: they reach what it reaches.
 LOCAL_RUNNERS = ('DirectRunner', 'BundleBasedDirectRunner',

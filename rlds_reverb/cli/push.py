@@ -213,9 +213,9 @@ def _nstep_problems(args: argparse.Namespace):
 
 def push_nstep(args: argparse.Namespace, push_options: PushOptions) -> dict:
   """`push_nstep_transitions` of the dataset (or shard); its summary."""
-  from rlds_reverb.write import push as push_lib  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb import checked_push  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   rlds_data = options.load(args, shard=args.shard)
-  result = push_lib.push_nstep_transitions(
+  result = checked_push.push_nstep_transitions(
       rlds_data, args.server[0], args.table, n=args.n_step,
       discount=args.gamma, options=push_options)
   for message in result.warnings:  # Tables that held items before.

@@ -8,20 +8,20 @@ Before anything is written: the server answers within the timeout, every
 table exists, and every signed table's signature equals the data's. The data
 itself is read once, as it is written: the checks that read it ahead
 (malformed, flagged and empty episodes, capacity, resume files) are the
-checked push's (`rlds_reverb.checked_push`), which calls `write_trajectories`.
+checked push's (`rlds_reverb.checked_push`), which calls `write_trajectories`
+(`write_transitions` for n-step transitions) with one `PushOptions` and
+adds what it checked to what they return (`Written`).
 """
 
 import dataclasses
 import time
-from typing import Any, Callable, Optional, Sequence, Tuple, Union
-import warnings
+from typing import Any, Callable, Optional, Sequence, Tuple
 
 from absl import logging
 import tensorflow as tf
 from tf_agents.replay_buffers import reverb_utils
 
 from rlds_reverb import convert
-from rlds_reverb import held as held_lib
 from rlds_reverb import push_options
 from rlds_reverb import specs
 from rlds_reverb.convert import encoded
@@ -49,16 +49,6 @@ _EPISODE_BYPASSED = (
     '`max_sequence_length`. This episode is bypassed and will NOT '
     'be written into the replay buffer. Consider increasing the '
     '`max_sequence_length`.')
-
-
-@dataclasses.dataclass(frozen=True)
-class SkippedEpisode:
-  """An episode a push left out, and why."""
-  position: int  # 0-based, in the data the push was given (a shard's own).
-  kind: str  # 'flagged_invalid', 'empty', or a problem ('terminal_not_last').
-  message: str
-  step: Optional[int] = None  # The first malformed step, for problems.
-  shard: Optional[str] = None  # 'I/N' when `push_shards` pushed it.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,44 +83,6 @@ class Written:
   bypassed_trajectories: int = 0
   # Fields read otherwise than the data stores them (`StepFormat.notes`).
   notes: Tuple[str, ...] = ()
-
-
-@dataclasses.dataclass(frozen=True)
-class PushResult:
-  """What a push wrote; every item counted here was confirmed by the server."""
-  episodes: int
-  trajectories: int
-  items: int
-  seconds: float
-  skipped_episodes: int = 0
-  # Trajectories of the skipped episodes (TF-Agents' count includes them).
-  skipped_trajectories: int = 0
-  # Episodes a resume file said were confirmed by earlier runs (not counted
-  # in `episodes`).
-  resumed_after_episodes: int = 0
-  # The episodes the checks left out (`skipped_episodes` counts them too).
-  skipped: Tuple[SkippedEpisode, ...] = ()
-  # What the checks warned of before writing (a table too small, a limiter).
-  warnings: Tuple[str, ...] = ()
-  # Fields read otherwise than the data stores them: a default for a missing
-  # `discount` or `reward`, one-element fields as scalars (`StepFormat`).
-  notes: Tuple[str, ...] = ()
-
-  @classmethod
-  def of(cls, written: Written, *, resumed_after_episodes: int = 0,
-         skipped: Tuple[SkippedEpisode, ...] = (),
-         warnings: Tuple[str, ...] = (),  # pylint: disable=redefined-outer-name
-         notes: Optional[Tuple[str, ...]] = None) -> 'PushResult':
-    """What the write layer wrote, with what the checks found: episodes a
-    resume file skipped, the episodes they left out, their warnings, and
-    their notes on the data (else the write layer's)."""
-    return cls(written.episodes, written.trajectories, written.items,
-               written.seconds,
-               skipped_episodes=written.bypassed_episodes + len(skipped),
-               skipped_trajectories=written.bypassed_trajectories,
-               resumed_after_episodes=resumed_after_episodes,
-               skipped=skipped, warnings=warnings,
-               notes=written.notes if notes is None else notes)
 
 
 def write_trajectories(
@@ -187,67 +139,33 @@ def write_trajectories(
   return dataclasses.replace(written, notes=tuple(step_format.notes()))
 
 
-def push_nstep_transitions(
+def write_transitions(
     rlds_data: tf.data.Dataset,
-    server: server_lib.ServerLike,
-    tables: Union[str, Sequence[str]],
+    target: server_lib.Target,
+    options: push_options.PushOptions,
     *,
     n: int,
     discount: float,
-    priority: float = 1.0,
-    timeout: float = DEFAULT_TIMEOUT_S,
-    chunk_length: push_options.ChunkLength = None,
+    encoding: Optional[encoded.Encoding] = None,
     on_confirmed: Optional[Callable[[writer_lib.Progress], None]] = None,
-    strict: bool = False,
-    images: str = 'raw',
-    image_format: str = 'png',
-    image_fields: Optional[Sequence[str]] = None,
-    options: Optional[push_options.PushOptions] = None,
-) -> PushResult:
-  """Writes one item per n-step transition (`convert.nstep`), as Acme does.
-
-  Items have no time axis; a signed table's signature must equal
-  `create_nstep_transition_spec(rlds_data)` (with images='encoded', that
-  spec with its image fields stored encoded, `specs.encoded`).
-  `trajectories` in the result counts transitions; `chunk_length`,
-  `strict`, `images`, `image_format` and `image_fields` are as for `push`;
-  `options` gives them all at once (a `PushOptions` whose sequence settings
-  are left at their defaults: they do not apply). A table that already holds
-  items is warned of before writing (`TableNotEmptyWarning`, and in the
-  result's `warnings`). Raises as `push`.
+) -> Written:
+  """Writes one item per n-step transition (`convert.nstep`) into `target`,
+  with the priority, chunk lengths and timeout of `options` (its item
+  settings do not apply); `encoding` as for `write_trajectories`.
+  `trajectories` in the result counts transitions. Raises as
+  `write_trajectories`.
   """
-  options = push_options.of(
-      options, priority=priority, timeout=timeout, chunk_length=chunk_length,
-      strict=strict, images=images, image_format=image_format,
-      image_fields=image_fields)
-  _check_nstep_options(options)
-  target = server_lib.Target.of(server, tables)
-  rlds_data, encoding = encoded.prepare(rlds_data, options.image_storage)
   step_format = _named(specs.step_format(rlds_data, options.strict), encoding)
   spec = nstep.transition_spec(step_format.spec)
-  blocks = nstep.nstep_transition_blocks(rlds_data, n, discount,
-                                         options.strict)
+  # Checks chunk_length before the server is asked.
   writer = writer_lib.SequenceWriter(
       target, spec, items_lib.TransitionItems(), options, on_confirmed)
-  target = check_tables(target, spec, options.timeout)
-  held = held_lib.warnings_for(held_lib.look(target.infos))
-  for message in held:  # The data is read once: what it adds is not known.
-    warnings.warn(message, held_lib.TableNotEmptyWarning, stacklevel=2)
+  if target.infos is None:
+    target = check_tables(target, spec, options.timeout)
+  blocks = nstep.nstep_transition_blocks(rlds_data, n, discount,
+                                         options.strict)
   written = _write_blocks(blocks, _transitions_of, writer, target)
-  return PushResult.of(written, notes=tuple(step_format.notes()),
-                       warnings=held)
-
-
-def _check_nstep_options(options: push_options.PushOptions) -> None:
-  """n-step items are transitions: the options' item settings do not apply."""
-  given = options.keywords()
-  defaults = push_options.PushOptions().keywords()
-  for name in ('sequence_length', 'stride_length', 'end_of_episode'):
-    if given[name] != defaults[name]:
-      value = getattr(given[name], 'value', given[name])  # 'pad', not PAD.
-      raise ValueError(
-          f'push_nstep_transitions writes one item per transition: {name} '
-          f'does not apply (options has {name}={value!r}).')
+  return dataclasses.replace(written, notes=tuple(step_format.notes()))
 
 
 def push_rlds_to_reverb(
