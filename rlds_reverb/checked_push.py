@@ -11,8 +11,16 @@
               --[resume file: skip the episodes it says were confirmed,
                  and the items of the next one an interrupted run confirmed]
               --write.write_trajectories, progress saved at each confirmation
-              --> PushResult: confirmed counts, what was skipped, warnings
+              --> PushResult: what the write layer wrote (`Written`), with
+                  what the checks found: skipped, resumed, warnings
 
+`push_nstep_transitions` checks and writes n-step transitions the same way,
+reading the data once (what it writes is not known ahead: no read-ahead
+checks, only the server's tables and what they hold).
+
+What it writes is one `PushOptions` (items, priority, chunk lengths, image
+storage, strictness, timeout), passed down whole to the write layer; what
+its checks do is its own `CheckOptions` (on_invalid, resume, resume_anyway).
 What a malformed episode does (`on_invalid`, an `OnInvalid`):
   'raise'  the data is read ahead; the push fails before writing anything
   'skip'   read ahead; malformed episodes are left out and listed
@@ -25,9 +33,7 @@ rules to each episode as it comes (`skip_reason`).
 """
 
 import dataclasses
-import enum
 import functools
-import math
 import sys
 import warnings
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
@@ -35,6 +41,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 import tensorflow as tf
 
 from rlds_reverb import held as held_lib
+from rlds_reverb import push_options
 from rlds_reverb import resume as resume_lib
 from rlds_reverb import sources
 from rlds_reverb import specs
@@ -42,10 +49,14 @@ from rlds_reverb import validation
 from rlds_reverb import whole_reads
 from rlds_reverb import wording
 from rlds_reverb.convert import encoded
+from rlds_reverb.convert import nstep
 from rlds_reverb.errors import DataReadError
 from rlds_reverb.errors import MalformedEpisodeError
 from rlds_reverb.errors import ResumeStateError
 from rlds_reverb.errors import RldsReverbError
+from rlds_reverb.push_options import CheckOptions
+from rlds_reverb.push_options import OnInvalid
+from rlds_reverb.push_options import PushOptions
 from rlds_reverb.specs import fields
 from rlds_reverb.write import capacity
 from rlds_reverb.write import chunks
@@ -54,30 +65,9 @@ from rlds_reverb.write import items as items_lib
 from rlds_reverb.write import push as write_push
 from rlds_reverb.write import server as server_lib
 from rlds_reverb.write import writer as writer_lib
-from rlds_reverb.write.push import PushResult
-from rlds_reverb.write.push import SkippedEpisode
 
 FLAGGED = 'flagged_invalid'
 EMPTY = 'empty'
-
-
-class OnInvalid(enum.Enum):
-  """What a push does with a malformed episode."""
-  RAISE = 'raise'  # Read ahead; fail before writing anything.
-  SKIP = 'skip'  # Read ahead; leave malformed episodes out.
-  STOP = 'stop'  # Read once; stop at the first one, keeping what came before.
-
-  @classmethod
-  def of(cls, value: Union[str, 'OnInvalid']) -> 'OnInvalid':
-    """`value` as an `OnInvalid`; the strings are the members' values."""
-    if isinstance(value, cls):
-      return value
-    try:
-      return cls(value)
-    except ValueError:
-      raise ValueError(
-          f"on_invalid must be one of {[m.value for m in cls]}, got "
-          f'{value!r}.') from None
 
 
 class CapacityWarning(UserWarning):
@@ -89,53 +79,51 @@ class ShortEpisodesWarning(UserWarning):
 
 
 @dataclasses.dataclass(frozen=True)
-class Settings:
-  """Which items a push writes, from which data, and how long it waits.
+class SkippedEpisode:
+  """An episode a push left out, and why."""
+  position: int  # 0-based, in the data the push was given (a shard's own).
+  kind: str  # 'flagged_invalid', 'empty', or a problem ('terminal_not_last').
+  message: str
+  step: Optional[int] = None  # The first malformed step, for problems.
+  shard: Optional[str] = None  # 'I/N' when `push_shards` pushed it.
 
-  `end_of_episode` may be given as its value ('drop', 'pad', 'tile').
-  `strict` refuses data without `discount` or `reward`, or with one-element
-  discounts or flags, instead of reading them with defaults (`StepFormat`).
-  `images` ('raw', 'encoded'), `image_format` and `image_fields` say how
-  image fields are stored (`convert.encoded`).
-  """
-  sequence_length: int = 2
-  stride_length: int = 1
-  priority: float = 1.0
-  end_of_episode: items_lib.EndOfEpisode = items_lib.EndOfEpisode.DROP
-  timeout: float = write_push.DEFAULT_TIMEOUT_S
-  chunk_length: chunks.ChunkLength = None
-  strict: bool = False
-  images: str = 'raw'
-  image_format: str = 'png'
-  image_fields: Optional[Tuple[str, ...]] = None
 
-  def __post_init__(self):
-    object.__setattr__(self, 'images', encoded.Images.of(self.images).value)
-    if self.image_fields is not None:
-      object.__setattr__(self, 'image_fields', tuple(self.image_fields))
-    object.__setattr__(self, 'end_of_episode',
-                       items_lib.EndOfEpisode(self.end_of_episode))
-    object.__setattr__(self, 'priority',
-                       items_lib.check_priority(self.priority))
-    if not (isinstance(self.timeout, (int, float)) and
-            math.isfinite(self.timeout) and self.timeout > 0):
-      raise ValueError(f'timeout must be a finite number of seconds > 0, got '
-                       f'{self.timeout!r}.')
+@dataclasses.dataclass(frozen=True)
+class PushResult:
+  """What a push wrote; every item counted here was confirmed by the server."""
+  episodes: int
+  trajectories: int
+  items: int
+  seconds: float
+  skipped_episodes: int = 0
+  # Trajectories of the skipped episodes (TF-Agents' count includes them).
+  skipped_trajectories: int = 0
+  # Episodes a resume file said were confirmed by earlier runs (not counted
+  # in `episodes`).
+  resumed_after_episodes: int = 0
+  # The episodes the checks left out (`skipped_episodes` counts them too).
+  skipped: Tuple[SkippedEpisode, ...] = ()
+  # What the checks warned of before writing (a table too small, a limiter).
+  warnings: Tuple[str, ...] = ()
+  # Fields read otherwise than the data stores them: a default for a missing
+  # `discount` or `reward`, one-element fields as scalars (`StepFormat`).
+  notes: Tuple[str, ...] = ()
 
-  def item_plan(self) -> items_lib.SequenceItems:
-    return items_lib.SequenceItems(self.sequence_length, self.stride_length,
-                                   self.end_of_episode)
-
-  def key(self) -> Dict[str, Any]:
-    """What a resume file records of them (chunk lengths change no item)."""
-    key = {'sequence_length': self.sequence_length,
-           'stride': self.stride_length,
-           'end_of_episode': self.end_of_episode.value,
-           'priority': self.priority}
-    if self.images != encoded.Images.RAW.value:  # Raw: as before.
-      key.update(images=self.images, image_format=self.image_format,
-                 image_fields=self.image_fields)
-    return key
+  @classmethod
+  def of(cls, written: write_push.Written, *, resumed_after_episodes: int = 0,
+         skipped: Tuple[SkippedEpisode, ...] = (),
+         warnings: Tuple[str, ...] = (),  # pylint: disable=redefined-outer-name
+         notes: Optional[Tuple[str, ...]] = None) -> 'PushResult':
+    """What the write layer wrote, with what the checks found: episodes a
+    resume file skipped, the episodes they left out, their warnings, and
+    their notes on the data (else the write layer's)."""
+    return cls(written.episodes, written.trajectories, written.items,
+               written.seconds,
+               skipped_episodes=written.bypassed_episodes + len(skipped),
+               skipped_trajectories=written.bypassed_trajectories,
+               resumed_after_episodes=resumed_after_episodes,
+               skipped=skipped, warnings=warnings,
+               notes=written.notes if notes is None else notes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -202,10 +190,10 @@ def push(
     sequence_length: int = 2,
     stride_length: int = 1,
     priority: float = 1.0,
-    end_of_episode: items_lib.EndOfEpisode = items_lib.EndOfEpisode.DROP,
+    end_of_episode: push_options.EndOfEpisode = push_options.EndOfEpisode.DROP,
     policy_info_fn: Optional[fields.PolicyInfoFn] = None,
-    timeout: float = write_push.DEFAULT_TIMEOUT_S,
-    chunk_length: chunks.ChunkLength = None,
+    timeout: float = push_options.DEFAULT_TIMEOUT_S,
+    chunk_length: push_options.ChunkLength = None,
     on_invalid: Union[str, OnInvalid] = OnInvalid.RAISE,
     resume: Optional[str] = None,
     on_confirmed: Optional[Callable[[Any], None]] = None,
@@ -214,6 +202,7 @@ def push(
     images: str = 'raw',
     image_format: str = 'png',
     image_fields: Optional[Sequence[str]] = None,
+    options: Optional[PushOptions] = None,
 ) -> PushResult:
   """Checks, then writes `rlds_data` as fixed-length trajectory items.
 
@@ -261,6 +250,9 @@ def push(
     image_format: 'png' (lossless) or 'jpeg': how raw fields are encoded.
     image_fields: the step fields to store encoded ('observation/pixels');
       None: the source's Image features, else every uint8 [H, W, C] field.
+    options: a `PushOptions`: the settings above that say what is written
+      (all but policy_info_fn, on_invalid, resume, resume_anyway and
+      on_confirmed) at once; then leave their keywords out.
 
   Returns:
     A `PushResult` of confirmed counts, with the episodes left out
@@ -269,8 +261,9 @@ def push(
 
   Raises:
     ValueError: before writing: a bad chunk_length, on_invalid, priority or
-      images, a table named twice, or steps that do not convert
-      (`StepSpecError`).
+      images (any value `PushOptions` refuses), a setting given both as a
+      keyword and in options, a table named twice, or steps that do not
+      convert (`StepSpecError`).
     RldsReverbError: before writing: `ImageFieldError`,
       `ServerUnavailableError`, `TableNotFoundError`,
       `SignatureMismatchError`, `DataReadError`, `MalformedEpisodeError`,
@@ -281,13 +274,15 @@ def push(
     KeyboardInterrupt: Ctrl-C; a note says exactly what is in the tables
       ('815 whole episodes (124,881 items) and 314 items of episode 815').
   """
-  job = CheckedPush(
-      rlds_data, server, tables,
-      Settings(sequence_length, stride_length, priority, end_of_episode,
-               timeout, chunk_length, strict, images, image_format,
-               image_fields),
-      on_invalid=on_invalid, resume=resume, policy_info_fn=policy_info_fn,
-      resume_anyway=resume_anyway)
+  options = push_options.of(
+      options, sequence_length=sequence_length, stride_length=stride_length,
+      priority=priority, end_of_episode=end_of_episode, timeout=timeout,
+      chunk_length=chunk_length, strict=strict, images=images,
+      image_format=image_format, image_fields=image_fields)
+  checks = CheckOptions(on_invalid=on_invalid, resume=resume,
+                        resume_anyway=resume_anyway)
+  job = CheckedPush(rlds_data, server, tables, options, checks,
+                    policy_info_fn=policy_info_fn)
   plan = job.check()
   for message in plan.warnings:
     if message == plan.short_episodes:
@@ -300,32 +295,91 @@ def push(
   return job.write(on_confirmed)
 
 
-def push_source(source: Source, server: server_lib.ServerLike,
-                tables: Sequence[str], settings: Settings,
-                on_invalid: Union[str, OnInvalid] = OnInvalid.RAISE,
-                resume: Optional[str] = None,
-                resume_anyway: bool = False) -> PushResult:
-  """The checked push of a dataset by name (a shard of it).
+def push_nstep_transitions(
+    rlds_data: tf.data.Dataset,
+    server: server_lib.ServerLike,
+    tables: Union[str, Sequence[str]],
+    *,
+    n: int,
+    discount: float,
+    priority: float = 1.0,
+    timeout: float = push_options.DEFAULT_TIMEOUT_S,
+    chunk_length: push_options.ChunkLength = None,
+    on_confirmed: Optional[Callable[[writer_lib.Progress], None]] = None,
+    strict: bool = False,
+    images: str = 'raw',
+    image_format: str = 'png',
+    image_fields: Optional[Sequence[str]] = None,
+    options: Optional[PushOptions] = None,
+) -> PushResult:
+  """Writes one item per n-step transition (`convert.nstep`), as Acme does.
 
-  The resume file, if any, also records the dataset, split and shard.
+  Items have no time axis; a signed table's signature must equal
+  `create_nstep_transition_spec(rlds_data)` (with images='encoded', that
+  spec with its image fields stored encoded, `specs.encoded`).
+  `trajectories` in the result counts transitions; `chunk_length`,
+  `strict`, `images`, `image_format` and `image_fields` are as for `push`;
+  `options` gives them all at once (a `PushOptions` whose sequence settings
+  are left at their defaults: they do not apply). A table that already holds
+  items is warned of before writing (`TableNotEmptyWarning`, and in the
+  result's `warnings`). Raises as `push`.
   """
-  job = source_job(source, server, tables, settings, on_invalid, resume,
-                   resume_anyway)
-  job.check()
-  return job.write()
+  options = push_options.of(
+      options, priority=priority, timeout=timeout, chunk_length=chunk_length,
+      strict=strict, images=images, image_format=image_format,
+      image_fields=image_fields)
+  _check_nstep_options(options)
+  nstep.check_parameters(n, discount)
+  target = server_lib.Target.of(server, tables)
+  rlds_data, encoding = encoded.prepare(rlds_data, options.image_storage)
+  step_format = specs.step_format(rlds_data, options.strict)
+  if encoding is not None:
+    step_format = encoding.named(step_format)
+  spec = nstep.transition_spec(step_format.spec)
+  target = _checked_target(target, options, spec, spec,
+                           items_lib.TransitionItems.stride_length)
+  held = held_lib.warnings_for(held_lib.look(target.infos))
+  for message in held:  # The data is read once: what it adds is not known.
+    warnings.warn(message, held_lib.TableNotEmptyWarning, stacklevel=2)
+  written = write_push.write_transitions(
+      rlds_data, target, options, n=n, discount=discount, encoding=encoding,
+      on_confirmed=on_confirmed)
+  return PushResult.of(written, warnings=held)
+
+
+def _check_nstep_options(options: PushOptions) -> None:
+  """n-step items are transitions: the options' item settings do not apply."""
+  given = options.keywords()
+  defaults = PushOptions().keywords()
+  for name in ('sequence_length', 'stride_length', 'end_of_episode'):
+    if given[name] != defaults[name]:
+      value = getattr(given[name], 'value', given[name])  # 'pad', not PAD.
+      raise ValueError(
+          f'push_nstep_transitions writes one item per transition: {name} '
+          f'does not apply (options has {name}={value!r}).')
+
+
+def _checked_target(target: server_lib.Target, options: PushOptions,
+                    spec: Any, item_spec: Any,
+                    stride_length: int) -> server_lib.Target:
+  """`target`, asked: before anything is written, the chunk lengths fit the
+  items' columns, the server answers, the tables exist, and each signed
+  table's signature is `item_spec` (`write_push.check_tables`)."""
+  chunks.check_option(
+      options.chunk_length, columns.columns_of(spec),
+      chunks.max_chunk_length(len(target.tables), stride_length))
+  return write_push.check_tables(target, item_spec, options.timeout)
 
 
 def source_job(source: Source, server: server_lib.ServerLike,
-               tables: Sequence[str], settings: Settings,
-               on_invalid: Union[str, OnInvalid] = OnInvalid.RAISE,
-               resume: Optional[str] = None,
-               resume_anyway: bool = False) -> 'CheckedPush':
-  """The `CheckedPush` of `push_source`, for callers that read its plan
-  (the workers of `push_shards`)."""
+               tables: Sequence[str], options: PushOptions,
+               checks: CheckOptions) -> 'CheckedPush':
+  """The `CheckedPush` of a dataset by name (a shard of it), for the workers
+  of `push_shards`; the resume file also records the dataset, split and
+  shard."""
   try:
-    return CheckedPush(source.load(), server, tables, settings,
-                       on_invalid=on_invalid, resume=resume, source=source,
-                       resume_anyway=resume_anyway)
+    return CheckedPush(source.load(), server, tables, options, checks,
+                       source=source)
   except KeyboardInterrupt as e:  # Opening the data, checking the server.
     e.add_note('Nothing was written.')
     raise
@@ -341,24 +395,17 @@ class CheckedPush:
   def __init__(self, rlds_data: tf.data.Dataset,
                server: server_lib.ServerLike,
                tables: Union[str, Sequence[str]],
-               settings: Settings = Settings(), *,
-               on_invalid: Union[str, OnInvalid] = OnInvalid.RAISE,
-               resume: Optional[str] = None,
+               options: PushOptions = PushOptions(),
+               checks: CheckOptions = CheckOptions(), *,
                source: Optional[Source] = None,
-               policy_info_fn: Optional[fields.PolicyInfoFn] = None,
-               resume_anyway: bool = False):
-    self._data, self._encoding = encoded.prepare(
-        rlds_data, settings.images, settings.image_format,
-        settings.image_fields)
-    self._client, self._address = server_lib.connect(server)
-    self._tables = items_lib.table_names(tables)
-    self._settings = settings
-    self._on_invalid = OnInvalid.of(on_invalid)
-    self._resume = resume
-    self._resume_anyway = resume_anyway
+               policy_info_fn: Optional[fields.PolicyInfoFn] = None):
+    self._data, self._encoding = encoded.prepare(rlds_data,
+                                                 options.image_storage)
+    self._target = server_lib.Target.of(server, tables)
+    self._options = options
+    self._checks = checks
     self._source = source
     self._policy_info_fn = policy_info_fn
-    self._infos = None
     self._plan = None
 
   def check(self, on_read: Optional[Callable[[int, int], None]] = None
@@ -374,19 +421,17 @@ class CheckedPush:
       raise
 
   def _check(self, on_read) -> Plan:
-    if self._resume:
-      resume_lib.check_writable(self._resume)
-    step_format = specs.step_format(self._data, self._settings.strict)
+    options = self._options
+    if self._checks.resume:
+      resume_lib.check_writable(self._checks.resume)
+    step_format = specs.step_format(self._data, options.strict)
     if self._encoding is not None:
       step_format = self._encoding.named(step_format)
     spec = specs.trajectory_spec(step_format.spec, self._policy_info_fn)
-    chunks.check_option(
-        self._settings.chunk_length, columns.columns_of(spec),
-        chunks.max_chunk_length(len(self._tables),
-                                self._settings.stride_length))
-    self._infos = write_push.check_tables(self._client, self._tables, spec,
-                                          self._settings.timeout)
-    if self._on_invalid is OnInvalid.STOP:
+    self._target = _checked_target(self._target, options, spec,
+                                   specs.table_signature(spec),
+                                   options.stride_length)
+    if self._checks.on_invalid is OnInvalid.STOP:
       plan = self._with_held(Plan((), None, (), self._state(None)), None)
     else:
       plan = self._plan_from(self._read_ahead(on_read))
@@ -401,11 +446,11 @@ class CheckedPush:
     kept = [i for i in range(report.episodes) if i not in left_out]
     state = self._state(len(kept))
     to_write = kept[state.confirmed_episodes:]
-    item_plan = self._settings.item_plan()
+    item_plan = items_lib.SequenceItems.of(self._options)
     items_of = [len(item_plan.plan(report.lengths[i]).item_ends)
                 for i in to_write]
     warnings = capacity.warnings_for(
-        self._infos, sum(items_of) - self._from_item(state))
+        self._target.infos, sum(items_of) - self._from_item(state))
     without_items = sum(1 for count in items_of if not count)
     short = None
     if without_items:
@@ -420,15 +465,15 @@ class CheckedPush:
 
   def _from_item(self, state: resume_lib.State) -> int:
     """Items per table of the next episode that earlier runs confirmed."""
-    return state.partial_items // len(self._tables)
+    return state.partial_items // len(self._target.tables)
 
   def _with_held(self, plan: Plan, adds: Optional[int]) -> Plan:
     """The plan with what the tables hold now, and a warning per table that
     holds items not from this push (`held`); `adds` items per table."""
     if plan.state.complete:
       adds = 0
-    ours = plan.state.confirmed_items // len(self._tables)
-    helds = held_lib.look(self._infos, ours, adds)
+    ours = plan.state.confirmed_items // len(self._target.tables)
+    helds = held_lib.look(self._target.infos, ours, adds)
     texts = held_lib.warnings_for(helds)
     return dataclasses.replace(plan, warnings=texts + plan.warnings,
                                held=helds, held_warnings=texts)
@@ -436,13 +481,12 @@ class CheckedPush:
   def _short_episodes_text(self, short: int, episodes: int,
                            longest: int) -> str:
     """Episodes shorter than an item give none (TF-Agents' observer too)."""
-    settings = self._settings
     what = ('no episode gives an item: nothing will be written'
             if short == episodes else
             f'{wording.number(short)} of {wording.count(episodes, "episode")} '
             f'give no item')
     return (f'{what}; an item has '
-            f'{wording.count(settings.sequence_length, "step")} and the '
+            f'{wording.count(self._options.sequence_length, "step")} and the '
             f'longest episode {wording.count(longest, "step")}. Padding '
             f"(end_of_episode='pad', --pad-end-of-episodes) gives each "
             f'episode shorter than an item one item.')
@@ -454,20 +498,21 @@ class CheckedPush:
     count); fewer than this push confirmed means the server was restarted
     without them (or the table reset), and resuming would leave them out.
     """
-    if not state.confirmed_items or self._resume_anyway:
+    if not state.confirmed_items or self._checks.resume_anyway:
       return
-    confirmed = state.confirmed_items // len(self._tables)
-    for table, info in self._infos.items():
+    target, resume = self._target, self._checks.resume
+    confirmed = state.confirmed_items // len(target.tables)
+    for table, info in target.infos.items():
       inserts = info.rate_limiter_info.insert_stats.completed
       if inserts < confirmed:
         raise ResumeStateError(
-            f'Resume file {self._resume} says '
+            f'Resume file {resume} says '
             f'{wording.count(confirmed, "item")} of this push were confirmed '
-            f'into table {table!r} at {self._address}, but that table has '
+            f'into table {table!r} at {target.address}, but that table has '
             f'taken {wording.count(inserts, "insert")} since it was made: '
             f'they are gone (a server restarted without a checkpoint that '
             f'holds them, or the table was reset). Nothing was written. '
-            f'Delete {self._resume} to push everything again, or continue '
+            f'Delete {resume} to push everything again, or continue '
             f'after the episodes it names with --resume-anyway (Python: '
             f'resume_anyway=True).')
 
@@ -479,9 +524,9 @@ class CheckedPush:
     found = dict(resumed_after_episodes=done, skipped=plan.skipped,
                  warnings=plan.warnings, notes=plan.notes)
     if plan.state.complete:
-      return PushResult(0, 0, 0, 0.0, len(plan.skipped), **found)
-    recorder = (resume_lib.Recorder(self._resume, plan.state)
-                if self._resume else None)
+      return PushResult.of(write_push.Written(0, 0, 0, 0.0), **found)
+    resume = self._checks.resume
+    recorder = resume_lib.Recorder(resume, plan.state) if resume else None
     callbacks = [] if on_confirmed is None else [on_confirmed]
     if recorder is not None:
       callbacks.append(recorder.on_confirmed)
@@ -492,29 +537,17 @@ class CheckedPush:
       remaining = validation.without_episodes(
           whole_reads.whole(self._data),
           [episode.position for episode in plan.skipped]).skip(done)
-      result = self._write(remaining, callbacks, start)
+      written = write_push.write_trajectories(
+          remaining, self._target, self._options,
+          policy_info_fn=self._policy_info_fn, encoding=self._encoding,
+          on_confirmed=functools.partial(_call_each, callbacks), start=start)
     except (RldsReverbError, tf.errors.OpError, ValueError,
             KeyboardInterrupt) as e:
       self._note_progress(e, recorder, done)
       raise
     if recorder is not None:
-      recorder.finish(result.episodes, result.items)
-    return dataclasses.replace(
-        result, skipped_episodes=result.skipped_episodes + len(plan.skipped),
-        **found)
-
-  def _write(self, remaining, callbacks, start) -> PushResult:
-    settings = self._settings
-    return write_push.write_trajectories(
-        remaining, self._client, self._tables,
-        sequence_length=settings.sequence_length,
-        stride_length=settings.stride_length, priority=settings.priority,
-        end_of_episode=settings.end_of_episode,
-        policy_info_fn=self._policy_info_fn, timeout=settings.timeout,
-        chunk_length=settings.chunk_length,
-        on_confirmed=functools.partial(_call_each, callbacks),
-        table_infos=self._infos, strict=settings.strict,
-        encoding=self._encoding, start=start)
+      recorder.finish(written.episodes, written.items)
+    return PushResult.of(written, **found)
 
   def _read_ahead(self, on_read) -> validation.Report:
     """Reads every episode before writing: a corrupt record fails here."""
@@ -539,7 +572,7 @@ class CheckedPush:
   def _skipped(self, report: validation.Report) -> Tuple[SkippedEpisode, ...]:
     """The episodes to leave out; raises on malformed ones if 'raise'."""
     malformed = report.malformed_episodes
-    if malformed and self._on_invalid is OnInvalid.RAISE:
+    if malformed and self._checks.on_invalid is OnInvalid.RAISE:
       raise malformed_error(report.problems[0], len(malformed))
     first_problems = {}
     for problem in report.problems:
@@ -553,12 +586,13 @@ class CheckedPush:
   def _state(self, num_episodes: Optional[int]) -> resume_lib.State:
     """What earlier runs confirmed, if a resume file says so."""
     key = {**(self._source.key() if self._source else {}),
-           'server': self._address, 'tables': self._tables,
-           **self._settings.key(), 'on_invalid': self._on_invalid.value,
+           'server': self._target.address, 'tables': self._target.tables,
+           **self._options.key(),
+           'on_invalid': self._checks.on_invalid.value,
            'episodes_to_write': num_episodes}
-    if self._resume is None:
+    if self._checks.resume is None:
       return resume_lib.State(key)
-    return resume_lib.load(self._resume, key)
+    return resume_lib.load(self._checks.resume, key)
 
   def _note_progress(self, error: Exception, recorder, done: int) -> None:
     if isinstance(error, KeyboardInterrupt) and not getattr(
@@ -567,7 +601,7 @@ class CheckedPush:
     if recorder is not None:
       saved = dataclasses.replace(self._plan, state=recorder.state)
       error.add_note(
-          f'Progress is saved in {self._resume}: {saved.state_text()} '
+          f'Progress is saved in {self._checks.resume}: {saved.state_text()} '
           f'confirmed in all; run the same push again to continue.')
     if isinstance(error, tf.errors.InvalidArgumentError) and done:
       error.add_note(f'The episode number counts from episode {done}, the '

@@ -1,8 +1,9 @@
 """A push split over local processes, one shard each: `push_shards`, `--workers`.
 
     push_shards(source, 'host:port', 'replay', workers=N)
+      -> PushOptions and CheckOptions made once, checked here, pickled to
       -> N spawned processes; process i runs the checked push of shard i/N
-         (`checked_push.push_source`, what `rlds-reverb push --shard i/N`
+         (`checked_push.source_job`, what `rlds-reverb push --shard i/N`
          runs), into server i % S when given S servers
       -> one PushResult, the sum of theirs; or ShardsFailedError naming each
          failed shard, after every shard ran to its end; or, interrupted
@@ -35,12 +36,15 @@ import warnings
 
 from rlds_reverb import addresses
 from rlds_reverb import held as held_lib
+from rlds_reverb import push_options
 from rlds_reverb import resume as resume_lib
 from rlds_reverb import wording
 from rlds_reverb.errors import ShardsFailedError
+from rlds_reverb.push_options import CheckOptions
+from rlds_reverb.push_options import PushOptions
 
-# `push`'s default; the parent imports no TensorFlow to read it.
-DEFAULT_TIMEOUT_S = 30.0
+# `push`'s default (from a module without TensorFlow).
+DEFAULT_TIMEOUT_S = push_options.DEFAULT_TIMEOUT_S
 # The counts of a `PushResult` that add up over shards.
 SUMMED = ('episodes', 'trajectories', 'items', 'skipped_episodes',
           'skipped_trajectories', 'resumed_after_episodes')
@@ -70,7 +74,7 @@ def push_shards(dataset: Union[str, Sequence[str]],
                 resume_anyway: bool = False, images: str = 'raw',
                 image_format: str = 'png',
                 image_fields: Optional[Sequence[str]] = None,
-                **push_options):
+                options: Optional[PushOptions] = None, **settings):
   """Pushes the `workers` shards of `dataset` at once; sums their results.
 
   Args:
@@ -85,9 +89,10 @@ def push_shards(dataset: Union[str, Sequence[str]],
       'STATE.json' -> 'STATE.i-of-N.json'.
     resume_anyway: as for `push`, in each shard.
     images, image_format, image_fields: as for `push` (encoded images).
-    **push_options: `push`'s item and timeout settings (sequence_length,
+    options: `push`'s settings at once (`PushOptions`), as for `push`.
+    **settings: `push`'s item and timeout settings (sequence_length,
       stride_length, priority, end_of_episode, timeout, chunk_length,
-      strict).
+      strict), checked here, before any process starts.
 
   Returns:
     A `PushResult` whose counts are the sums over shards, whose `seconds` is
@@ -97,6 +102,7 @@ def push_shards(dataset: Union[str, Sequence[str]],
     `warnings`).
 
   Raises:
+    ValueError: a setting `PushOptions` refuses; before any process starts.
     AddressError, ServerUnavailableError: a server address is not HOST:PORT,
       or nothing listens there; before any process starts.
     KeyboardInterrupt: interrupted (Ctrl-C); a note per shard says what it
@@ -104,16 +110,15 @@ def push_shards(dataset: Union[str, Sequence[str]],
     ShardsFailedError: some shard failed; names each, with its error, and
       what the others confirmed. The others ran to their end.
   """
-  from rlds_reverb.write.push import PushResult  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  from rlds_reverb.write.push import SkippedEpisode  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.checked_push import PushResult  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.checked_push import SkippedEpisode  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   start = time.perf_counter()
+  options = push_options.of(options, images=images, image_format=image_format,
+                            image_fields=image_fields, **settings)
+  checks = CheckOptions(on_invalid=on_invalid, resume=resume,
+                        resume_anyway=resume_anyway)
   outcomes = run_shards(dataset, server, tables, workers=workers, split=split,
-                        data_dir=data_dir, on_invalid=on_invalid,
-                        resume=resume, resume_anyway=resume_anyway,
-                        images=images, image_format=image_format,
-                        image_fields=(None if image_fields is None
-                                      else tuple(image_fields)),
-                        **push_options)
+                        data_dir=data_dir, options=options, checks=checks)
   servers = [server] if isinstance(server, str) else list(server)
   held = held_warnings(outcomes, servers)
   for message in held:
@@ -141,20 +146,20 @@ def push_shards(dataset: Union[str, Sequence[str]],
 
 
 def run_shards(dataset, server, tables, *, workers: int, split: str = 'train',
-               data_dir: Optional[str] = None, on_invalid: str = 'raise',
-               resume: Optional[str] = None, resume_anyway: bool = False,
-               **push_options) -> List[ShardOutcome]:
+               data_dir: Optional[str] = None,
+               options: PushOptions = PushOptions(),
+               checks: CheckOptions = CheckOptions()) -> List[ShardOutcome]:
   """Each shard's outcome, in shard order; every shard runs to its end.
 
-  Arguments as for `push_shards`; `push_options` must pickle (strings for
-  `end_of_episode` keep this process free of TensorFlow). Interrupted
+  Arguments as for `push_shards`; `options` and `checks` go to every shard
+  as they are (but for the resume file, one per shard). Interrupted
   (Ctrl-C, SIGINT), every shard is interrupted, and each says what it
   confirmed.
   """
   if workers < 1:
     raise ValueError(f'workers must be >= 1, got {workers}.')
   servers = [server] if isinstance(server, str) else list(server)
-  check_servers(servers, push_options.get('timeout', DEFAULT_TIMEOUT_S))
+  check_servers(servers, options.timeout)
   context = multiprocessing.get_context('spawn')
   interrupted = context.Event()
   with concurrent.futures.ProcessPoolExecutor(
@@ -163,9 +168,8 @@ def run_shards(dataset, server, tables, *, workers: int, split: str = 'train',
     with _sigint_ignored():  # Inherited: workers start deaf to Ctrl-C.
       futures = [
           pool.submit(_push_shard, dataset, split, data_dir, (index, workers),
-                      servers[index % len(servers)], tables, on_invalid,
-                      resume and resume_lib.shard_path(resume, index, workers),
-                      resume_anyway, push_options)
+                      servers[index % len(servers)], tables, options,
+                      _shard_checks(checks, index, workers))
           for index in range(workers)]
     try:
       concurrent.futures.wait(futures)
@@ -262,8 +266,17 @@ def _interrupt(pool: concurrent.futures.ProcessPoolExecutor) -> None:
       os.kill(process.pid, signal.SIGINT)
 
 
-def _push_shard(dataset, split, data_dir, shard, server, tables, on_invalid,
-                resume, resume_anyway, push_options) -> ShardOutcome:
+def _shard_checks(checks: CheckOptions, index: int,
+                  count: int) -> CheckOptions:
+  """Shard `index` of `count` keeps its own resume file."""
+  if checks.resume is None:
+    return checks
+  return dataclasses.replace(
+      checks, resume=resume_lib.shard_path(checks.resume, index, count))
+
+
+def _push_shard(dataset, split, data_dir, shard, server, tables,
+                options: PushOptions, checks: CheckOptions) -> ShardOutcome:
   """In a worker: the shard's checked push; its error as one line.
 
   What its tables held is for the parent to warn of, once for all shards:
@@ -276,8 +289,7 @@ def _push_shard(dataset, split, data_dir, shard, server, tables, on_invalid,
       from rlds_reverb import checked_push  # pylint: disable=g-import-not-at-top,import-outside-toplevel
       job = checked_push.source_job(
           checked_push.Source(dataset, split, data_dir, shard), server,
-          tables, checked_push.Settings(**push_options), on_invalid, resume,
-          resume_anyway)
+          tables, options, checks)
       plan = job.check()
       result = job.write()
   except (Exception, KeyboardInterrupt) as e:  # pylint: disable=broad-except

@@ -42,7 +42,7 @@ def episode_stats(rlds_data: tf.data.Dataset) -> EpisodeStats:
   Each episode's steps are read whole (image fields left encoded when the
   data comes from `load`: a return needs none of them).
   """
-  rlds_data = whole_reads.whole(rlds_data, images=False)
+  rlds_data = whole_reads.whole(rlds_data, keep_encoded=True)
   step_format = step_spec_lib.step_format(rlds_data)
   if episodes_lib.is_whole(rlds_data):  # A map: no dataset per episode.
     per_episode = rlds_data.map(functools.partial(

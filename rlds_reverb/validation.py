@@ -94,7 +94,7 @@ def validate(rlds_data: tf.data.Dataset, strict: bool = False,
   """
   step_format = step_spec_lib.step_format(rlds_data, strict)
   # The rules need the flags only: images are left encoded.
-  rlds_data = whole_reads.whole(rlds_data, images=False)
+  rlds_data = whole_reads.whole(rlds_data, keep_encoded=True)
   flag_field = invalid_flag_field(rlds_data.element_spec)
   indexed = rlds_data.enumerate()
   frames = dict(frames or {})

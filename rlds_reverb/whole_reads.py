@@ -15,10 +15,10 @@ checks and the statistics ask `whole(rlds_data)`: given exactly the dataset
 built, or `load`'s transformed by `take`, `map`...) reads the standard way.
 The episodes, their order and their values are the same either way.
 
-`images=False` keeps image fields as their encoded bytes: what the checks
-before a push read, which need the flags only. `images` may also be a set of
-step field paths ('observation/pixels'): those are kept encoded, the other
-images decoded (a push of encoded images, `convert.encoded`).
+`keep_encoded=True` keeps image fields as their encoded bytes: what the
+checks before a push read, which need the flags only. `keep_encoded` may also
+be a set of step field paths ('observation/pixels'): those are kept encoded,
+the other images decoded (a push of encoded images, `convert.encoded`).
 """
 
 import functools
@@ -30,14 +30,15 @@ import tensorflow_datasets as tfds
 
 from rlds_reverb.specs import fields
 
-# The attribute of a dataset `load` returned: (images: bool) -> Dataset.
+# The attribute of a dataset `load` returned: (KeepEncoded) -> Dataset.
 _WHOLE = '_rlds_reverb_whole'
 # ... and its image fields: {step field path: encoding format or None}.
 _IMAGES = '_rlds_reverb_images'
 
-# True: decode every image; False: none; a set of paths: keep those encoded.
-Images = Union[bool, FrozenSet[str]]
-Reader = Callable[[Images], tf.data.Dataset]
+# The image fields read as their encoded bytes: True every one, False none
+# (all decoded), or the step field paths in a set.
+KeepEncoded = Union[bool, FrozenSet[str]]
+Reader = Callable[[KeepEncoded], tf.data.Dataset]
 
 # Episodes decoded at once (images: PNG decoding is most of a push's reading);
 # a fixed number, not AUTOTUNE, so that at most this many whole episodes are
@@ -45,20 +46,21 @@ Reader = Callable[[Images], tf.data.Dataset]
 _PARALLEL_EPISODES = 2
 
 
-def whole(rlds_data: tf.data.Dataset, images: Images = True
+def whole(rlds_data: tf.data.Dataset, keep_encoded: KeepEncoded = False
           ) -> tf.data.Dataset:
   """`rlds_data` read whole if `load` made it, else `rlds_data` itself."""
   reader = getattr(rlds_data, _WHOLE, None)
-  return rlds_data if reader is None else reader(images)
+  return rlds_data if reader is None else reader(keep_encoded)
 
 
 def remember(rlds_data: tf.data.Dataset, reader: Reader,
-             images: Optional[Dict[str, Optional[str]]] = None
+             image_fields: Optional[Dict[str, Optional[str]]] = None
              ) -> tf.data.Dataset:
-  """Marks `rlds_data` as readable whole by `reader(images)`; `images` are
-  its `tfds.features.Image` step fields, {path: 'png', 'jpeg' or None}."""
+  """Marks `rlds_data` as readable whole by `reader(keep_encoded)`;
+  `image_fields` are its `tfds.features.Image` step fields, {path: 'png',
+  'jpeg' or None}."""
   setattr(rlds_data, _WHOLE, reader)
-  setattr(rlds_data, _IMAGES, dict(images or {}))
+  setattr(rlds_data, _IMAGES, dict(image_fields or {}))
   return rlds_data
 
 
@@ -113,8 +115,8 @@ def join(readers: List[Optional[Reader]],
   return functools.partial(_joined, readers, combine)
 
 
-def _joined(readers, combine, images: Images) -> tf.data.Dataset:
-  return combine([reader(images) for reader in readers])
+def _joined(readers, combine, keep_encoded: KeepEncoded) -> tf.data.Dataset:
+  return combine([reader(keep_encoded) for reader in readers])
 
 
 def _has_steps(builder) -> bool:
@@ -123,34 +125,37 @@ def _has_steps(builder) -> bool:
       fields.STEPS in features)
 
 
-def _read_whole(builder, split, steps_feature, images: bool
+def _read_whole(builder, split, steps_feature, keep_encoded: KeepEncoded
                 ) -> tf.data.Dataset:
   episodes = builder.as_dataset(
       split=split, shuffle_files=False,
       decoders={fields.STEPS: tfds.decode.SkipDecoding()})
   return episodes.map(
-      functools.partial(_decode_steps, feature=steps_feature, images=images),
+      functools.partial(_decode_steps, feature=steps_feature,
+                        keep_encoded=keep_encoded),
       num_parallel_calls=_PARALLEL_EPISODES, deterministic=True)
 
 
-def _decode_steps(episode, feature, images: Images):
+def _decode_steps(episode, feature, keep_encoded: KeepEncoded):
   episode = dict(episode)
-  episode[fields.STEPS] = _decode(feature, episode[fields.STEPS], images, '')
+  episode[fields.STEPS] = _decode(feature, episode[fields.STEPS],
+                                  keep_encoded, '')
   return episode
 
 
-def _decode(feature, value: Any, images: Images, path: str) -> Any:
+def _decode(feature, value: Any, keep_encoded: KeepEncoded, path: str) -> Any:
   """Each leaf of `value` ([T, ...], as parsed) decoded by its feature."""
   if isinstance(feature, tfds.features.FeaturesDict):
-    return {name: _decode(feature[name], value[name], images,
+    return {name: _decode(feature[name], value[name], keep_encoded,
                           f'{path}/{name}' if path else name)
             for name in value}
-  if isinstance(feature, tfds.features.Image) and _kept_encoded(images, path):
+  if isinstance(feature, tfds.features.Image) and _kept_encoded(
+      keep_encoded, path):
     return value
   return feature.decode_batch_example(value)
 
 
-def _kept_encoded(images: Images, path: str) -> bool:
-  if isinstance(images, bool):
-    return not images
-  return path in images
+def _kept_encoded(keep_encoded: KeepEncoded, path: str) -> bool:
+  if isinstance(keep_encoded, bool):
+    return keep_encoded
+  return path in keep_encoded

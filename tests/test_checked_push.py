@@ -320,7 +320,7 @@ def test_ctrl_c_while_the_write_pipeline_is_built_says_nothing_was_written(
   """An interrupt between the check and the first row (building the read
   pipeline takes a while) must say so, as one during the check does."""
   job = checked_push.CheckedPush(rlds_data.as_rlds(CLEAN), address, ['a'],
-                                 checked_push.Settings())
+                                 rlds_reverb.PushOptions())
   job.check()
   monkeypatch.setattr(validation, 'without_episodes', _interrupted)
   with pytest.raises(KeyboardInterrupt) as interrupted:

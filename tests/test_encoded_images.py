@@ -301,14 +301,15 @@ def test_chunk_lengths_follow_the_encoded_bytes_per_step(png_dir,
   from rlds_reverb import convert  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   from rlds_reverb.write import chunks  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   from rlds_reverb.write import items as items_lib  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.write import server as server_lib  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   from rlds_reverb.write import writer as writer_lib  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   data, encoding = encoded.prepare(rlds_reverb.load(png_dir), 'encoded')
   spec = specs.trajectory_spec(encoding.named(specs.step_format(data)).spec)
   server = make_server([reverb_tables.fifo_table('t')])
   writer = writer_lib.SequenceWriter(
-      reverb.Client(reverb_tables.address(server)), ['t'], spec,
-      items_lib.SequenceItems(2, 1, items_lib.EndOfEpisode.DROP), 1.0,
-      reverb_tables.address(server), 10.0)
+      server_lib.Target.of(reverb_tables.address(server), ['t']), spec,
+      items_lib.SequenceItems(2, 1, items_lib.EndOfEpisode.DROP),
+      rlds_reverb.PushOptions(timeout=10.0))
   block = next(convert.trajectory_blocks(data).as_numpy_iterator())
   writer.write_episode(block.trajectory, 0)
   writer.close()
@@ -439,6 +440,23 @@ def test_image_options_without_encoded_are_a_usage_error(png_dir, command):
   assert result.returncode == 2
   assert error_lines(result.stderr) == [
       'rlds-reverb: error: --image-format goes with --images encoded']
+
+
+def test_resume_of_an_encoded_push_naming_its_fields_continues(
+    png_dir, make_server, tmp_path):
+  """The resume file records the image fields as JSON reads them back (a
+  list): run again, the same push is the same push, and writes nothing."""
+  data = rlds_reverb.load(png_dir)
+  _, stored_sig = tables_for(data)
+  server = make_server([reverb_tables.fifo_table('t', stored_sig)])
+  address, state = reverb_tables.address(server), str(tmp_path / 's.json')
+  first = rlds_reverb.push(data, address, 't', images='encoded',
+                           image_fields=['observation'], resume=state)
+  again = rlds_reverb.push(data, address, 't', images='encoded',
+                           image_fields=('observation',), resume=state)
+  assert (again.episodes, again.resumed_after_episodes) == (0, len(LENGTHS))
+  assert reverb_tables.table_size(reverb.Client(address), 't') == (
+      first.items)
 
 
 def test_mean_encoded_bytes_are_the_first_episodes_own(png_dir):

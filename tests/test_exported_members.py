@@ -18,6 +18,8 @@ EXPORTED = [
     'convert_rlds_to_trajectories',
     'push_rlds_to_reverb',
     'push',
+    'PushOptions',
+    'ImageStorage',
     'OnInvalid',
     'CapacityWarning',
     'ShortEpisodesWarning',

@@ -82,6 +82,24 @@ def test_addresses_and_the_command_line_import_no_tensorflow(tmp_path):
   assert result.stderr == ''
 
 
+# What the `--workers` parent and the command line build before TensorFlow
+# loads, and send to worker processes.
+PICKLED_OPTIONS = (
+    'import pickle\n'
+    'import rlds_reverb\n'
+    'options = rlds_reverb.PushOptions(\n'
+    '    sequence_length=3, end_of_episode="pad", chunk_length=4,\n'
+    '    image_storage=rlds_reverb.ImageStorage("encoded", "jpeg"))\n'
+    'assert pickle.loads(pickle.dumps(options)) == options\n'
+    'assert options.end_of_episode is rlds_reverb.EndOfEpisode.PAD')
+
+
+def test_push_options_are_made_and_pickled_without_tensorflow(tmp_path):
+  result = imported(PICKLED_OPTIONS, ('tensorflow', 'reverb', 'tf_agents'),
+                    tmp_path)
+  assert (result.returncode, result.stdout) == (0, '[]\n'), result.stderr
+
+
 LAZY_PACKAGES = ('rlds_reverb.specs', 'rlds_reverb.convert',
                  'rlds_reverb.tfds_out')
 

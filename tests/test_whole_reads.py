@@ -53,9 +53,9 @@ def _empty_steps(spec) -> Any:
       spec)
 
 
-def whole_episodes(rlds_data: tf.data.Dataset, images: bool = True
+def whole_episodes(rlds_data: tf.data.Dataset, keep_encoded: bool = False
                    ) -> List[Dict[str, Any]]:
-  read = whole_reads.whole(rlds_data, images)
+  read = whole_reads.whole(rlds_data, keep_encoded=keep_encoded)
   assert read is not rlds_data, 'load() should read its episodes whole'
   return [_numpy(episode) for episode in read]
 
@@ -134,9 +134,9 @@ def test_whole_read_equals_tfds_read_across_shards_and_sources(tmp_path):
   del other
 
 
-def test_images_false_keeps_the_encoded_bytes(tmp_path):
+def test_keep_encoded_keeps_the_encoded_bytes(tmp_path):
   data = rlds_reverb.load(_ours_dir(tmp_path))
-  encoded = whole_episodes(data, images=False)
+  encoded = whole_episodes(data, keep_encoded=True)
   for episode, source in zip(encoded, standard_episodes(data)):
     pixels = episode['steps']['observation']['pixels']
     assert pixels.dtype == object

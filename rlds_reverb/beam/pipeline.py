@@ -26,15 +26,16 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from rlds_reverb import addresses
 from rlds_reverb import held as held_lib
+from rlds_reverb import push_options as push_options_lib
 from rlds_reverb.beam import read
 from rlds_reverb.beam import write
+from rlds_reverb.checked_push import PushResult
+from rlds_reverb.checked_push import SkippedEpisode
 from rlds_reverb.errors import PipelineFailedError
 from rlds_reverb.errors import RldsReverbError
+from rlds_reverb.push_options import PushOptions
 from rlds_reverb.write import items as items_lib
-from rlds_reverb.write import push as write_push
 from rlds_reverb.write import server as server_lib
-from rlds_reverb.write.push import PushResult
-from rlds_reverb.write.push import SkippedEpisode
 
 # Runners whose workers run on this machine: they reach what it reaches.
 LOCAL_RUNNERS = ('DirectRunner', 'BundleBasedDirectRunner',
@@ -53,7 +54,8 @@ def push(src: Union[str, Sequence[str]], server: Union[str, Sequence[str]],
          parts_per_file: Optional[int] = None, strict: bool = False,
          images: str = 'raw', image_format: str = 'png',
          image_fields: Optional[Sequence[str]] = None,
-         **push_options) -> PushResult:
+         push_options: Optional[PushOptions] = None,
+         **settings) -> PushResult:
   """Pushes `src` with a Beam pipeline on `runner`; the counters' sums.
 
   Args:
@@ -65,7 +67,9 @@ def push(src: Union[str, Sequence[str]], server: Union[str, Sequence[str]],
     on_invalid: 'raise' or 'skip' (`WriteToReverb`).
     parts_per_file: `ReadEpisodes`' parts per record file.
     strict, images, image_format, image_fields: as for `rlds_reverb.push`.
-    **push_options: sequence_length, stride_length, end_of_episode, priority,
+    push_options: `rlds_reverb.push`'s settings at once (`PushOptions`;
+      `options` are the pipeline's); then leave their keywords out.
+    **settings: sequence_length, stride_length, end_of_episode, priority,
       timeout, chunk_length.
 
   Returns:
@@ -82,17 +86,19 @@ def push(src: Union[str, Sequence[str]], server: Union[str, Sequence[str]],
     SourceError, StepSpecError: while building the pipeline.
     PipelineFailedError: the pipeline failed; says why.
   """
-  timeout_s = push_options.get('timeout', write_push.DEFAULT_TIMEOUT_S)
-  _check_servers(server, runner, timeout_s)
-  held = _held_warnings(server, tables, runner, timeout_s)
+  push_options = push_options_lib.of(
+      push_options, strict=strict, images=images, image_format=image_format,
+      image_fields=image_fields, **settings)
+  _check_servers(server, runner, push_options.timeout)
+  held = _held_warnings(server, tables, runner, push_options.timeout)
   for message in held:
     warnings.warn(message, held_lib.TableNotEmptyWarning, stacklevel=2)
   episodes = read.ReadEpisodes(src, split, data_dir,
-                               parts_per_file=parts_per_file, strict=strict,
-                               images=images, image_format=image_format,
-                               image_fields=image_fields)
-  writer = write.WriteToReverb(server, tables, on_invalid=on_invalid,
-                               step_spec=episodes.step_spec, **push_options)
+                               parts_per_file=parts_per_file,
+                               options=push_options)
+  writer = write.WriteToReverb(server, tables, push_options,
+                               on_invalid=on_invalid,
+                               step_spec=episodes.step_spec)
   pipeline = beam.Pipeline(runner=runner, options=PipelineOptions(
       [f'--{key}={value}' for key, value in options]))
   _ = pipeline | 'ReadEpisodes' >> episodes | 'WriteToReverb' >> writer

@@ -29,11 +29,14 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
+from rlds_reverb import push_options
 from rlds_reverb import sources
 from rlds_reverb import specs
 from rlds_reverb import whole_reads
 from rlds_reverb.convert import encoded
 from rlds_reverb.convert import episodes as episodes_lib
+from rlds_reverb.push_options import ImageStorage
+from rlds_reverb.push_options import PushOptions
 from rlds_reverb.specs import fields
 
 Episode = Tuple[int, Dict[str, Any]]  # (position, numpy episode)
@@ -72,23 +75,28 @@ class ReadEpisodes(beam.PTransform):
   as for `rlds_reverb.push`. `images`, `image_format` and `image_fields`
   as for `rlds_reverb.push`: with images='encoded', image fields come as
   [T] encoded bytes and `step_spec` says so (`specs.encoded`), which
-  `WriteToReverb(step_spec=...)` needs. Raises `SourceError`,
-  `DatasetNotPreparedError`, `StepSpecError` or `ImageFieldError` when built.
+  `WriteToReverb(step_spec=...)` needs. `options` gives them (a
+  `PushOptions`: its `strict` and `image_storage`) instead of the keywords.
+  Raises `SourceError`, `DatasetNotPreparedError`, `StepSpecError` or
+  `ImageFieldError` when built.
   """
 
   def __init__(self, src: Union[str, Sequence[str]], split: str = 'train',
                data_dir: Optional[str] = None, *,
                parts_per_file: Optional[int] = None, strict: bool = False,
                images: str = 'raw', image_format: str = 'png',
-               image_fields: Optional[Sequence[str]] = None):
+               image_fields: Optional[Sequence[str]] = None,
+               options: Optional[PushOptions] = None):
     super().__init__()
     if parts_per_file is not None and parts_per_file < 1:
       raise ValueError(f'parts_per_file must be >= 1, got {parts_per_file}.')
-    self.images = (images, image_format,
-                   None if image_fields is None else tuple(image_fields))
+    options = push_options.of(options, strict=strict, images=images,
+                              image_format=image_format,
+                              image_fields=image_fields)
+    self.image_storage = options.image_storage
     rlds_data, encoding = encoded.prepare(sources.load(src, split, data_dir),
-                                          *self.images)
-    self.step_format = specs.step_format(rlds_data, strict)
+                                          self.image_storage)
+    self.step_format = specs.step_format(rlds_data, options.strict)
     if encoding is not None:
       self.step_format = encoding.named(self.step_format)
     self.step_spec = self.step_format.spec
@@ -97,7 +105,7 @@ class ReadEpisodes(beam.PTransform):
   def expand(self, pbegin):
     return (pbegin
             | 'Parts' >> beam.Create(self.parts)
-            | 'Read' >> beam.FlatMap(read_part, images=self.images))
+            | 'Read' >> beam.FlatMap(read_part, storage=self.image_storage))
 
 
 def plan_parts(src, split: str = 'train', data_dir: Optional[str] = None,
@@ -148,12 +156,13 @@ def _pieces(start: int, end: int, shard_lengths: Sequence[int],
         yield int(piece_start), int(piece_end)
 
 
-def read_part(part: Part, images=('raw', 'png', None)) -> Iterator[Episode]:
-  """The part's episodes, each whole, with its position; `images` is
-  (images, image_format, image_fields) as for `rlds_reverb.push`."""
+def read_part(part: Part, storage: ImageStorage = ImageStorage()
+              ) -> Iterator[Episode]:
+  """The part's episodes, each whole, with its position; image fields
+  stored as `storage` says."""
   rlds_data, _ = encoded.prepare(
       sources.load(part.source, split=part.split_text(),
-                   data_dir=part.data_dir), *images)
+                   data_dir=part.data_dir), storage)
   for index, episode in enumerate(numpy_episodes(rlds_data)):
     yield part.first_position + index, episode
 

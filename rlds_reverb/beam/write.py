@@ -24,9 +24,10 @@ import tensorflow as tf
 
 from rlds_reverb import addresses
 from rlds_reverb import checked_push
+from rlds_reverb import push_options
 from rlds_reverb import specs
+from rlds_reverb.push_options import PushOptions
 from rlds_reverb.specs import fields
-from rlds_reverb.write import chunks
 from rlds_reverb.write import items as items_lib
 from rlds_reverb.write import push as write_push
 from rlds_reverb.write import server as server_lib
@@ -50,14 +51,18 @@ class WriteToReverb(beam.PTransform):
       I % S. A malformed address raises `AddressError` here; each worker's
       `setup` checks the servers (a refused connection fails at once).
     tables: the table name(s) on every server; each item goes to each table.
-    sequence_length: as for `rlds_reverb.push`; so are stride_length,
-      end_of_episode, priority, timeout and chunk_length.
+    options: what is written (`PushOptions`): its items, priority, chunk
+      lengths and timeout (how the data is read, `strict` and image storage,
+      is `ReadEpisodes`'; its `step_spec` says it).
     on_invalid: 'raise' (a malformed episode fails its bundle, before it is
       written) or 'skip' (it goes to the 'skipped' output).
     step_spec: the data's step spec (`ReadEpisodes(...).step_spec`);
       signatures are then checked in `setup`, and fields of unknown size
       keep it. Without it, the first episode's shapes are the spec.
     batch_steps: steps converted at once (memory: one batch per server).
+    **settings: the options as `rlds_reverb.push`'s keywords instead
+      (sequence_length, stride_length, end_of_episode, priority, timeout,
+      chunk_length).
 
   Returns (from `expand`) the ParDo's outputs: `.skipped` holds a
   `SkippedEpisode` per episode left out (malformed, flagged invalid in its
@@ -65,16 +70,12 @@ class WriteToReverb(beam.PTransform):
   """
 
   def __init__(self, server_or_servers: Union[str, Sequence[str]],
-               tables: Union[str, Sequence[str]], *,
-               sequence_length: int = 2, stride_length: int = 1,
-               end_of_episode: items_lib.EndOfEpisode = (
-                   items_lib.EndOfEpisode.DROP),
-               priority: float = 1.0,
-               timeout: float = write_push.DEFAULT_TIMEOUT_S,
-               chunk_length: chunks.ChunkLength = None,
+               tables: Union[str, Sequence[str]],
+               options: Optional[PushOptions] = None, *,
                on_invalid: str = 'raise', step_spec: Optional[Any] = None,
-               batch_steps: int = BATCH_STEPS):
+               batch_steps: int = BATCH_STEPS, **settings):
     super().__init__()
+    options = push_options.of(options, **settings)
     on_invalid = checked_push.OnInvalid.of(on_invalid)
     if on_invalid is checked_push.OnInvalid.STOP:
       raise ValueError("WriteToReverb takes on_invalid='raise' or 'skip': "
@@ -84,9 +85,7 @@ class WriteToReverb(beam.PTransform):
     for address in servers:  # Malformed: fails here, not on the workers.
       addresses.parse(address)
     tables = items_lib.table_names(tables)
-    settings = checked_push.Settings(sequence_length, stride_length, priority,
-                                     end_of_episode, timeout, chunk_length)
-    self._write = _WriteEpisodes(servers, tables, settings, on_invalid,
+    self._write = _WriteEpisodes(servers, tables, options, on_invalid,
                                  step_spec, batch_steps)
 
   def expand(self, episodes):
@@ -95,12 +94,10 @@ class WriteToReverb(beam.PTransform):
 
 
 class _Target:
-  """One server: its client, checked tables, and this bundle's writer."""
+  """One server: its tables, asked, and this bundle's writer and batch."""
 
   def __init__(self, address: str, tables: List[str], timeout_s: float):
-    self.client, self.address = server_lib.connect(address)
-    self.infos = server_lib.table_infos(self.client, self.address, tables,
-                                        timeout_s)
+    self.tables = server_lib.Target.of(address, tables).asked(timeout_s)
     self.writer = None
     self.batch: List[Tuple[int, Dict[str, Any]]] = []
     self.batch_steps = 0
@@ -109,12 +106,12 @@ class _Target:
 class _WriteEpisodes(beam.DoFn):
   """The DoFn of `WriteToReverb`; state lives per bundle."""
 
-  def __init__(self, servers, tables, settings, on_invalid, step_spec,
+  def __init__(self, servers, tables, options, on_invalid, step_spec,
                batch_steps):
     super().__init__()
     self._servers = servers
     self._tables = tables
-    self._settings = settings
+    self._options = options
     self._on_invalid = on_invalid
     self._step_spec = step_spec
     self._batch_steps = batch_steps
@@ -126,7 +123,7 @@ class _WriteEpisodes(beam.DoFn):
 
   def setup(self):
     """Every server answers and has the tables; their signatures fit."""
-    self._targets = [_Target(server, self._tables, self._settings.timeout)
+    self._targets = [_Target(server, self._tables, self._options.timeout)
                      for server in self._servers]
     if self._step_spec is not None:
       self._set_spec(self._step_spec)
@@ -195,7 +192,7 @@ class _WriteEpisodes(beam.DoFn):
     self._spec = step_spec
     item_spec = specs.table_signature(specs.trajectory_spec(step_spec))
     for target in self._targets:
-      for table, info in target.infos.items():
+      for table, info in target.tables.infos.items():
         specs.check_item_signature(info.signature, item_spec, table)
 
   def _write_batch(self, target: _Target) -> None:
@@ -210,11 +207,9 @@ class _WriteEpisodes(beam.DoFn):
     write_push.append_trajectories(data, target.writer, positions)
 
   def _new_writer(self, target: _Target) -> writer_lib.SequenceWriter:
-    settings = self._settings
     return writer_lib.SequenceWriter(
-        target.client, self._tables, specs.trajectory_spec(self._spec),
-        settings.item_plan(), settings.priority, target.address,
-        settings.timeout, chunk_length=settings.chunk_length)
+        target.tables, specs.trajectory_spec(self._spec),
+        items_lib.SequenceItems.of(self._options), self._options)
 
 
 def _spec_of(steps: Dict[str, Any]) -> Dict[str, tf.TensorSpec]:

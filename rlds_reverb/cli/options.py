@@ -7,6 +7,7 @@ import math
 from rlds_reverb.cli.output import CliError
 from rlds_reverb.cli.output import EXIT_USAGE
 from rlds_reverb.cli.output import error_line
+from rlds_reverb.push_options import ImageStorage
 
 BUNDLED = 'bundled:cartpole'  # Equals rlds_reverb.sources.BUNDLED.
 
@@ -94,12 +95,12 @@ def add_image_arguments(parser: argparse.ArgumentParser) -> None:
                             'every uint8 [H, W, C] field'))
 
 
-def image_options(args: argparse.Namespace) -> dict:
-  """`push`'s images, image_format and image_fields from the arguments."""
-  fields = getattr(args, 'image_field', None)
-  return {'images': getattr(args, 'images', 'raw'),
-          'image_format': getattr(args, 'image_format', 'png'),
-          'image_fields': None if fields is None else tuple(fields)}
+def image_storage(args: argparse.Namespace):
+  """How the push stores image fields (`ImageStorage`), from --images,
+  --image-format and --image-field (checked by `image_usage_problems`)."""
+  return ImageStorage.of(getattr(args, 'images', 'raw'),
+                         getattr(args, 'image_format', 'png'),
+                         getattr(args, 'image_field', None))
 
 
 def image_usage_problems(args: argparse.Namespace) -> list:
@@ -123,12 +124,10 @@ def step_format(args: argparse.Namespace, rlds_data):
   from rlds_reverb.errors import StepSpecError  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   try:
     found = specs.step_format(rlds_data, strict=args.strict)
-    images = image_options(args)
-    if images['images'] == 'encoded':
+    storage = image_storage(args)
+    if storage.encoded:
       from rlds_reverb.convert import encoded  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-      found = encoded.encoding_of(
-          rlds_data, images['image_format'],
-          images['image_fields']).named(found)
+      found = encoded.encoding_of(rlds_data, storage).named(found)
   except (StepSpecError, ImageFieldError) as e:
     name = sources.describe(args.dataset, args.data_dir)
     raise CliError(f'{name}: {error_line(e)}', EXIT_USAGE) from e
@@ -144,38 +143,32 @@ def positive_int(text: str) -> int:
 
 
 def priority(text: str) -> float:
-  """argparse type: a finite number >= 0 (`write.items.check_priority`'s rule:
-  Reverb refuses NaN mid-push and cannot sample by a negative or infinite
-  priority)."""
-  try:
-    value = float(text)
-  except ValueError as e:
-    raise argparse.ArgumentTypeError(f"must be a number, got '{text}'") from e
-  if not (math.isfinite(value) and value >= 0):
-    raise argparse.ArgumentTypeError(
-        f"must be finite and >= 0, got '{text}'")
-  return value
+  """argparse type: a finite number >= 0 (`push_options.check_priority`'s
+  rule: Reverb refuses NaN mid-push and cannot sample by a negative or
+  infinite priority)."""
+  return _number(text, lambda value: math.isfinite(value) and value >= 0,
+                 'finite and >= 0')
 
 
 def gamma(text: str) -> float:
   """argparse type: a discount factor, 0 <= gamma <= 1."""
-  try:
-    value = float(text)
-  except ValueError as e:
-    raise argparse.ArgumentTypeError(f"must be a number, got '{text}'") from e
-  if not 0 <= value <= 1:
-    raise argparse.ArgumentTypeError(f"must be in [0, 1], got '{text}'")
-  return value
+  return _number(text, lambda value: 0 <= value <= 1, 'in [0, 1]')
 
 
 def seconds(text: str) -> float:
   """argparse type: a finite number of seconds > 0."""
+  return _number(text, lambda value: math.isfinite(value) and value > 0,
+                 'finite and > 0')
+
+
+def _number(text: str, fits, wanted: str) -> float:
+  """`text` as a float for which `fits` holds; else 'must be `wanted`'."""
   try:
     value = float(text)
   except ValueError as e:
     raise argparse.ArgumentTypeError(f"must be a number, got '{text}'") from e
-  if not (math.isfinite(value) and value > 0):
-    raise argparse.ArgumentTypeError(f"must be finite and > 0, got '{text}'")
+  if not fits(value):
+    raise argparse.ArgumentTypeError(f"must be {wanted}, got '{text}'")
   return value
 
 

@@ -1,6 +1,8 @@
 """`rlds-reverb push`: a dataset into tables of a running Reverb server.
 
-    arguments --> one process: checked_push.CheckedPush on the dataset [shard]
+    arguments --> PushOptions (what is written), CheckOptions (what the
+                  checks do), made once here (`options_of`, `checks_of`)
+              --> one process: checked_push.CheckedPush on the dataset [shard]
                     check() -> notes: capacity warnings, skipped, resumed
                     write() -> a progress bar, confirmed counts
               --> --workers N: parallel.run_shards, the same push per shard
@@ -19,6 +21,8 @@ from rlds_reverb.cli import options
 from rlds_reverb.cli import output
 from rlds_reverb.cli import progress as progress_lib
 from rlds_reverb.cli import push_shared
+from rlds_reverb.push_options import CheckOptions
+from rlds_reverb.push_options import PushOptions
 
 HELP = 'write a dataset into tables of a running Reverb server'
 DESCRIPTION = ('Writes an RLDS dataset as fixed-length trajectory items '
@@ -129,17 +133,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
   check_usage(args)
+  push_options = options_of(args)
   if args.runner:
     from rlds_reverb.cli import runner  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-    return runner.run(args)
+    return runner.run(args, push_options)
   if args.n_step:
-    print_nstep_summary(push_nstep(args), args)
+    print_nstep_summary(push_nstep(args, push_options), args)
     return output.EXIT_OK
   if args.workers > 1:
     from rlds_reverb.cli import workers  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-    return workers.run(args)
-  push_shared.print_summary(push_one(args), args.json)
+    return workers.run(args, push_options, checks_of(args))
+  push_shared.print_summary(push_one(args, push_options, checks_of(args)),
+                            args.json)
   return output.EXIT_OK
+
+
+def options_of(args: argparse.Namespace) -> PushOptions:
+  """What the push writes, from the arguments (checked by argparse and
+  `check_usage`); made before TensorFlow loads."""
+  return PushOptions(
+      sequence_length=args.sequence_length, stride_length=args.stride,
+      end_of_episode='pad' if args.pad_end_of_episodes else 'drop',
+      priority=args.priority,
+      chunk_length=options.chunk_length_option(args.chunk_length),
+      image_storage=options.image_storage(args), strict=args.strict,
+      timeout=args.timeout)
+
+
+def checks_of(args: argparse.Namespace) -> CheckOptions:
+  """What the push's checks do with malformed episodes and earlier runs."""
+  return CheckOptions(on_invalid=args.on_invalid, resume=args.resume,
+                      resume_anyway=args.resume_anyway)
 
 
 def check_usage(args: argparse.Namespace) -> None:
@@ -187,15 +211,13 @@ def _nstep_problems(args: argparse.Namespace):
       for given, option in kept_out]
 
 
-def push_nstep(args: argparse.Namespace) -> dict:
+def push_nstep(args: argparse.Namespace, push_options: PushOptions) -> dict:
   """`push_nstep_transitions` of the dataset (or shard); its summary."""
-  from rlds_reverb.write import push as push_lib  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb import checked_push  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   rlds_data = options.load(args, shard=args.shard)
-  result = push_lib.push_nstep_transitions(
+  result = checked_push.push_nstep_transitions(
       rlds_data, args.server[0], args.table, n=args.n_step,
-      discount=args.gamma, priority=args.priority, timeout=args.timeout,
-      chunk_length=push_shared.settings_of(args)['chunk_length'],
-      strict=args.strict, **options.image_options(args))
+      discount=args.gamma, options=push_options)
   for message in result.warnings:  # Tables that held items before.
     output.note(f'warning: {message}')
   return push_shared.summary_of(result)
@@ -219,17 +241,16 @@ def _repeated(values) -> str:
   return next((value for value in values if values.count(value) > 1), '')
 
 
-def push_one(args: argparse.Namespace) -> dict:
+def push_one(args: argparse.Namespace, push_options: PushOptions,
+             checks: CheckOptions) -> dict:
   """Checks, then pushes one dataset or shard; returns the summary dict."""
   from rlds_reverb import checked_push  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   rlds_data = options.load(args, shard=args.shard)
-  push_shared.checked_spec(args, rlds_data)
+  push_shared.checked_spec(args, push_options, rlds_data)
   job = checked_push.CheckedPush(
-      rlds_data, args.server[0], args.table,
-      checked_push.Settings(**push_shared.settings_of(args)),
-      on_invalid=args.on_invalid, resume=args.resume,
-      resume_anyway=args.resume_anyway, source=checked_push.Source(
-          args.dataset, args.split, args.data_dir, args.shard))
+      rlds_data, args.server[0], args.table, push_options, checks,
+      source=checked_push.Source(args.dataset, args.split, args.data_dir,
+                                 args.shard))
   plan = _check(job, options.episode_count(rlds_data))
   _note_plan(plan, args.resume)
   try:

@@ -1,9 +1,8 @@
-"""What the three ways of `rlds-reverb push` share: settings, checks, output.
+"""What the three ways of `rlds-reverb push` share: checks and output.
 
-    cli/push.py (one process) --+
-    cli/workers.py (--workers) -+--> this module: the push's settings from the
-    cli/runner.py (--runner) ---+    arguments, the checks of the dataset's
-                                     spec, and what they print before and
+    cli/push.py (one process) --+   (cli/push.py makes the PushOptions)
+    cli/workers.py (--workers) -+--> this module: the checks of the dataset's
+    cli/runner.py (--runner) ---+    spec, and what they print before and
                                      after writing
 
 Plain values only in and out (dicts, strings): `--workers` prints its
@@ -29,44 +28,26 @@ NO_RESUME_HINT = ('Without --resume, running this push again writes it all '
                   'confirmation and a rerun continues.')
 
 
-def settings_of(args: argparse.Namespace) -> dict:
-  """The push's item and timeout settings (`checked_push.Settings`' fields).
-
-  Plain values only: `--workers` sends them to its processes without
-  importing TensorFlow here.
-  """
-  return {
-      'sequence_length': args.sequence_length,
-      'stride_length': args.stride,
-      'priority': args.priority,
-      'end_of_episode': 'pad' if args.pad_end_of_episodes else 'drop',
-      'timeout': args.timeout,
-      'chunk_length': options.chunk_length_option(args.chunk_length),
-      'strict': args.strict,
-      **options.image_options(args),
-  }
-
-
-def checked_spec(args: argparse.Namespace, rlds_data):
+def checked_spec(args: argparse.Namespace, push_options, rlds_data):
   """The dataset's trajectory spec, with --chunk-length checked against it.
 
   An unusable step spec, a --chunk-length naming no field, or one too long,
-  is a usage error (exit 2), before anything else.
+  is a usage error (exit 2), before anything else. `push_options` are the
+  `PushOptions` of the arguments.
   """
   _, spec = options.step_format(args, rlds_data)
-  check_chunk_length(args, spec)
+  check_chunk_length(push_options, len(args.table), spec)
   return spec
 
 
-def check_chunk_length(args: argparse.Namespace, spec) -> None:
+def check_chunk_length(push_options, num_tables: int, spec) -> None:
   """A --chunk-length naming no field, or too long, is a usage error."""
   from rlds_reverb.write import chunks  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   from rlds_reverb.write import columns  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   try:
     chunks.check_option(
-        options.chunk_length_option(args.chunk_length),
-        columns.columns_of(spec),
-        chunks.max_chunk_length(len(args.table), args.stride))
+        push_options.chunk_length, columns.columns_of(spec),
+        chunks.max_chunk_length(num_tables, push_options.stride_length))
   except ValueError as e:
     raise output.CliError(f'--chunk-length: {e}', output.EXIT_USAGE) from e
 

@@ -19,15 +19,16 @@ from rlds_reverb.cli import push_shared
 INSTALL_HINT = 'pip install "rlds_reverb[beam]"'
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, push_options) -> int:
+  """The push on Beam, with `push_options` (`PushOptions`) as they are."""
   beam = _import_beam(quiet=not args.debug)
   _check_runner(args.runner)
-  _check_dataset(args)
+  _check_dataset(args, push_options)
   result = beam.push(
       args.dataset, args.server, args.table, split=args.split,
       data_dir=args.data_dir, runner=args.runner, options=args.beam_option,
       on_invalid=args.on_invalid, parts_per_file=args.parts_per_file,
-      **push_shared.settings_of(args))
+      push_options=push_options)
   push_shared.note_found({**vars(result),
                           'skipped': [vars(e) for e in result.skipped]})
   push_shared.print_summary(push_shared.summary_of(result), args.json)
@@ -66,6 +67,6 @@ def _check_runner(name: str) -> None:
                           output.EXIT_USAGE) from e
 
 
-def _check_dataset(args: argparse.Namespace) -> None:
+def _check_dataset(args: argparse.Namespace, push_options) -> None:
   """Opens the dataset here first: bad input is a usage error (exit 2)."""
-  push_shared.checked_spec(args, options.load(args))
+  push_shared.checked_spec(args, push_options, options.load(args))

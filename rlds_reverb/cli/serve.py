@@ -134,12 +134,11 @@ def run(args: argparse.Namespace) -> int:
 def _measured_frames(args, rlds_data) -> Dict[str, float]:
   """With --images encoded: the mean encoded frame of the first episode, by
   column path of trajectories and of n-step transitions (next_observation)."""
-  images = options.image_options(args)
-  if images['images'] != 'encoded':
+  storage = options.image_storage(args)
+  if not storage.encoded:
     return {}
   from rlds_reverb.convert import encoded  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  sizes = encoded.mean_encoded_bytes(
-      rlds_data, images['image_format'], images['image_fields'])
+  sizes = encoded.mean_encoded_bytes(rlds_data, storage)
   return {**sizes, **{f'next_{path}': size for path, size in sizes.items()}}
 
 

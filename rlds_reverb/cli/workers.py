@@ -1,7 +1,7 @@
 """`rlds-reverb push --workers N`: the checked push of each shard, in N processes.
 
     rlds-reverb push ... --workers 2
-      -> parallel.run_shards: processes running checked_push.push_source on
+      -> parallel.run_shards: processes running checked_push.source_job on
          shard 0/2 and 1/2 (with --resume S.json: S.0-of-2.json, S.1-of-2.json)
       -> a warning per table that held items before any shard wrote (once)
       -> each shard's warnings and skipped episodes, prefixed with its shard
@@ -24,14 +24,15 @@ from rlds_reverb.cli import output
 from rlds_reverb.cli import push_shared
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, push_options, checks) -> int:
+  """The shards of the dataset pushed with `push_options` and `checks`
+  (`PushOptions`, `CheckOptions`), sent whole to every worker."""
   from rlds_reverb import parallel  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   start = time.perf_counter()
   outcomes = parallel.run_shards(
       args.dataset, args.server, args.table, workers=args.workers,
-      split=args.split, data_dir=args.data_dir, on_invalid=args.on_invalid,
-      resume=args.resume, resume_anyway=args.resume_anyway,
-      **push_shared.settings_of(args))
+      split=args.split, data_dir=args.data_dir, options=push_options,
+      checks=checks)
   for message in parallel.held_warnings(outcomes, args.server):
     output.note(f'warning: {message}')
   done = [outcome for outcome in outcomes if outcome.result is not None]

@@ -1,25 +1,24 @@
 """Image fields kept encoded (PNG/JPEG bytes) on their way to Reverb.
 
-    images='encoded'
+    ImageStorage('encoded')     (push's images='encoded')
     TFDS source, Image fields   record -> parse, `SkipDecoding` on them
                                 (`whole_reads`): the dataset's own bytes,
                                 never decoded
     uint8 [H, W, C] fields      whole episode [T, H, W, C] -> encode_png
     (a tf.data source, or       (or encode_jpeg) -> [T] strings
-    named by `image_fields`)
+    named by its `fields`)
     then: the same conversion, checks and writer as raw frames, on a string
     per frame; the step spec names what the string holds (`specs.encoded`)
 
-Which fields: `image_fields` if given, else the source's uint8 Image
+Which fields: the storage's `fields` if given, else the source's uint8 Image
 features, else every uint8 [H, W, C] step field. The checks before writing
-read the encoded bytes only (`whole(.., images=False)` gives them); frames
-encoded here are not encoded twice. `frame_shape` reads a PNG's or JPEG's
-header (no decoding) for the check that frames fit the spec, and
+read the encoded bytes only (`whole(.., keep_encoded=True)` gives them);
+frames encoded here are not encoded twice. `frame_shape` reads a PNG's or
+JPEG's header (no decoding) for the check that frames fit the spec, and
 `blank_frame` is the encoded frame of zeros that pads episodes.
 """
 
 import dataclasses
-import enum
 import functools
 import struct
 from typing import Any, Dict, FrozenSet, Optional, Sequence, Tuple, Union
@@ -31,6 +30,7 @@ from rlds_reverb import whole_reads
 from rlds_reverb.convert import episodes as episodes_lib
 from rlds_reverb.errors import ColumnMismatchError
 from rlds_reverb.errors import ImageFieldError
+from rlds_reverb.push_options import ImageStorage
 from rlds_reverb.specs import encoded as encoded_spec
 from rlds_reverb.specs import fields
 from rlds_reverb.specs import paths
@@ -39,22 +39,6 @@ from rlds_reverb.specs import step_spec as step_spec_lib
 # Episodes encoded at the same time, in order.
 _PARALLEL_EPISODES = 2
 _ENCODERS = {'png': tf.io.encode_png, 'jpeg': tf.io.encode_jpeg}
-
-
-class Images(enum.Enum):
-  """How a push stores image fields."""
-  RAW = 'raw'  # Decoded uint8 pixels, as TF-Agents' observer writes them.
-  ENCODED = 'encoded'  # PNG/JPEG bytes, decoded by the reader.
-
-  @classmethod
-  def of(cls, value: Union[str, 'Images']) -> 'Images':
-    if isinstance(value, cls):
-      return value
-    try:
-      return cls(value)
-    except ValueError:
-      raise ValueError(f'images must be one of {[m.value for m in cls]}, '
-                       f'got {value!r}.') from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,29 +57,22 @@ class Encoding:
     return dataclasses.replace(step_format, spec=spec)
 
 
-def prepare(rlds_data: tf.data.Dataset, images: Union[str, Images] = 'raw',
-            image_format: str = 'png',
-            image_fields: Optional[Sequence[str]] = None
+def prepare(rlds_data: tf.data.Dataset,
+            storage: Union[str, ImageStorage] = ImageStorage()
             ) -> Tuple[tf.data.Dataset, Optional[Encoding]]:
   """The data a push writes, and its `Encoding` (None for raw images).
 
   Raw: `rlds_data` itself. Encoded: episodes read whole, each image field
-  a [T] string tensor.
+  a [T] string tensor. `storage` may be given as its mode ('encoded').
 
   Raises:
-    ValueError: an unknown `images`; `image_fields` or a JPEG format asked
-      for raw images.
     ImageFieldError: a named field that is not in the steps or not uint8
       [H, W, C]; no image field at all.
   """
-  mode = Images.of(images)
-  encoded_spec.check_format(image_format)
-  if mode is Images.RAW:
-    if image_fields is not None or image_format != 'png':
-      raise ValueError(
-          "image_fields and image_format apply to images='encoded' only.")
+  storage = ImageStorage.of(storage)
+  if not storage.encoded:
     return rlds_data, None
-  encoding = encoding_of(rlds_data, image_format, image_fields)
+  encoding = encoding_of(rlds_data, storage)
   kept = frozenset(encoding.images) - encoding.at_push
   data = _whole(rlds_data, kept)
   light = data  # What the checks before writing read: nothing encoded.
@@ -106,12 +83,12 @@ def prepare(rlds_data: tf.data.Dataset, images: Union[str, Images] = 'raw',
       data, functools.partial(_views, encoded=data, light=light)), encoding
 
 
-def mean_encoded_bytes(rlds_data: tf.data.Dataset, image_format: str = 'png',
-                       image_fields: Optional[Sequence[str]] = None
+def mean_encoded_bytes(rlds_data: tf.data.Dataset,
+                       storage: ImageStorage = ImageStorage('encoded')
                        ) -> Dict[str, float]:
   """Step path -> mean bytes of an encoded frame, in the first episode with
   steps: what a table's encoded items hold, which no spec can say."""
-  data, encoding = prepare(rlds_data, 'encoded', image_format, image_fields)
+  data, encoding = prepare(rlds_data, storage)
   for episode in data:
     steps = dict(paths.flatten_with_paths(episode[fields.STEPS]))
     frames = {path: steps[path].numpy() for path in encoding.images}
@@ -121,13 +98,13 @@ def mean_encoded_bytes(rlds_data: tf.data.Dataset, image_format: str = 'png',
   return {}
 
 
-def encoding_of(rlds_data: tf.data.Dataset, image_format: str = 'png',
-                image_fields: Optional[Sequence[str]] = None) -> Encoding:
-  """Which step fields `prepare` stores encoded, and how."""
+def encoding_of(rlds_data: tf.data.Dataset,
+                storage: ImageStorage = ImageStorage('encoded')) -> Encoding:
+  """Which step fields `prepare` stores encoded (`storage`'s), and how."""
   step_spec = _stored_step_spec(rlds_data)
   flat = dict(paths.flatten_with_paths(step_spec))
   source = whole_reads.image_fields(rlds_data)
-  if image_fields is None:
+  if storage.fields is None:
     chosen = list(source) or [path for path, spec in flat.items()
                               if _is_frame(spec)]
     if not chosen:
@@ -136,7 +113,7 @@ def encoding_of(rlds_data: tf.data.Dataset, image_format: str = 'png',
           '[H, W, C] field or a tfds.features.Image); name them with '
           'image_fields (--image-field).')
   else:
-    chosen = [path.strip('/') for path in image_fields]
+    chosen = [path.strip('/') for path in storage.fields]
   images, at_push = {}, set()
   for path in chosen:
     if path not in flat:
@@ -148,7 +125,7 @@ def encoding_of(rlds_data: tf.data.Dataset, image_format: str = 'png',
       images[path] = encoded_spec.EncodedImage(
           source[path] or encoded_spec.ANY_FORMAT, frame)
     else:
-      images[path] = encoded_spec.EncodedImage(image_format, frame)
+      images[path] = encoded_spec.EncodedImage(storage.format, frame)
       at_push.add(path)
   return Encoding(images, frozenset(at_push))
 
@@ -175,16 +152,17 @@ def _with_frames(step_spec, images):
   return tf.nest.pack_sequence_as(step_spec, leaves)
 
 
-def _views(images: whole_reads.Images, encoded, light) -> tf.data.Dataset:
-  """`whole(data, images)`: the checks (images=False) read no encoding."""
-  return encoded if images is True else light
+def _views(keep_encoded: whole_reads.KeepEncoded, encoded, light
+           ) -> tf.data.Dataset:
+  """`whole(data, keep_encoded)`: the checks (True) read no encoding."""
+  return encoded if keep_encoded is False else light
 
 
 def _whole(rlds_data: tf.data.Dataset, kept: FrozenSet[str]
            ) -> tf.data.Dataset:
   """Episodes with steps as [T, ...] tensors, the `kept` images encoded."""
   if _can_read_whole(rlds_data):
-    return whole_reads.whole(rlds_data, images=kept)
+    return whole_reads.whole(rlds_data, keep_encoded=kept)
   if episodes_lib.is_whole(rlds_data):
     return rlds_data
   empty = episodes_lib.zero_steps(_stored_step_spec(rlds_data), 0)
@@ -195,7 +173,7 @@ def _whole(rlds_data: tf.data.Dataset, kept: FrozenSet[str]
 
 
 def _can_read_whole(rlds_data) -> bool:
-  return whole_reads.whole(rlds_data, images=False) is not rlds_data
+  return whole_reads.whole(rlds_data, keep_encoded=True) is not rlds_data
 
 
 def _batched_episode(episode, empty) -> tf.data.Dataset:

@@ -87,14 +87,19 @@ class TransitionBlock(NamedTuple):
   transitions: NStepTransition  # Each field [T - 1, ...].
 
 
-def nstep_transition_blocks(
-    rlds_data: tf.data.Dataset, n: int, discount: float,
-    strict: bool = False) -> tf.data.Dataset:
-  """One `TransitionBlock` per episode."""
+def check_parameters(n: int, discount: float) -> None:
+  """Raises ValueError unless n >= 1 and 0 <= discount <= 1."""
   if n < 1:
     raise ValueError(f'n must be >= 1, got {n}.')
   if not 0.0 <= discount <= 1.0:
     raise ValueError(f'discount must be in [0, 1], got {discount}.')
+
+
+def nstep_transition_blocks(
+    rlds_data: tf.data.Dataset, n: int, discount: float,
+    strict: bool = False) -> tf.data.Dataset:
+  """One `TransitionBlock` per episode."""
+  check_parameters(n, discount)
   rlds_data = whole_reads.whole(rlds_data)
   dense = episodes_lib.dense_episodes(
       rlds_data, step_spec_lib.step_format(rlds_data, strict))

@@ -38,14 +38,14 @@ winning, '' matching every field) overrides the rule.
 """
 
 import math
-from typing import List, Mapping, Optional, Sequence, Union
+from typing import List, Mapping, Optional, Sequence
 
 import numpy as np
 
+from rlds_reverb import push_options
 from rlds_reverb import wording
+from rlds_reverb.push_options import ChunkLength
 from rlds_reverb.write import columns as columns_lib
-
-ChunkLength = Union[None, int, Mapping[str, int]]
 
 CHUNK_BYTES = 8192
 MIN_CHUNK_LENGTH = 2
@@ -84,6 +84,9 @@ def check_option(chunk_length: ChunkLength,
                  columns: Sequence[columns_lib.Column],
                  longest: int) -> None:
   """Raises ValueError for a bad `chunk_length`, before anything is written.
+
+  `PushOptions` checked its values when made; this checks them against the
+  items: the fields it names, and how long chunks may be.
 
   Args:
     chunk_length: the user's option.
@@ -152,10 +155,7 @@ def _covers(key: str, path: str) -> bool:
 
 
 def _check_length(value, name: str, longest: int) -> None:
-  if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-    raise ValueError(f'{name} must be a positive int, got {value!r}.')
-  if value < 1:
-    raise ValueError(f'{name} must be a positive int, got {value}.')
+  push_options.check_chunk_steps(value, name)
   if value > longest:
     raise ValueError(
         f'{name} is {value}, more than {wording.number(longest)}: with these '

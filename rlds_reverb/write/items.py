@@ -23,40 +23,12 @@ ends), `squeeze` (items without a time axis).
 """
 
 import dataclasses
-import enum
-import math
 from typing import List, Sequence, Union
 
 import numpy as np
 
-
-class EndOfEpisode(enum.Enum):
-  """What happens to the tail of an episode shorter than an item."""
-  DROP = 'drop'  # TF-Agents' default: no item reaches past the boundary step.
-  PAD = 'pad'  # pad_end_of_episodes: pad a short episode to one full item.
-  TILE = 'tile'  # pad_end_of_episodes + tile_end_of_episodes: L - 1 pad steps.
-
-  @classmethod
-  def from_observer_flags(cls, pad: bool, tile: bool) -> 'EndOfEpisode':
-    if tile:
-      return cls.TILE
-    return cls.PAD if pad else cls.DROP
-
-
-def check_priority(priority: float) -> float:
-  """`priority` as a float, if Reverb can sample by it: finite and >= 0.
-
-  Reverb's writer refuses NaN only when the first item is created, with rows
-  already sent; it takes a negative or infinite priority, which breaks a
-  prioritized table's sampling. Checked before anything is written.
-  """
-  try:
-    value = float(priority)
-  except (TypeError, ValueError):
-    raise ValueError(f'priority must be a number, got {priority!r}.') from None
-  if not (math.isfinite(value) and value >= 0):
-    raise ValueError(f'priority must be finite and >= 0, got {priority!r}.')
-  return value
+from rlds_reverb import push_options
+from rlds_reverb.push_options import EndOfEpisode
 
 
 def table_names(tables: Union[str, Sequence[str]]) -> List[str]:
@@ -91,10 +63,13 @@ class SequenceItems:
   squeeze = False  # Items keep their time axis.
 
   def __post_init__(self):
-    if self.sequence_length < 1 or self.stride_length < 1:
-      raise ValueError(
-          f'sequence_length and stride_length must be >= 1, got '
-          f'{self.sequence_length} and {self.stride_length}.')
+    push_options.check_lengths(self.sequence_length, self.stride_length)
+
+  @classmethod
+  def of(cls, options: push_options.PushOptions) -> 'SequenceItems':
+    """The items a push with these options writes."""
+    return cls(options.sequence_length, options.stride_length,
+               options.end_of_episode)
 
   @property
   def max_item_length(self) -> int:
@@ -156,3 +131,7 @@ class EpisodeItems:
 
   def plan(self, num_steps: int) -> EpisodePlan:
     return EpisodePlan(0, np.array([num_steps - 1]))
+
+
+# Any plan: what a `SequenceWriter` takes.
+ItemPlan = Union[SequenceItems, TransitionItems, EpisodeItems]

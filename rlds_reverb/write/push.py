@@ -8,32 +8,32 @@ Before anything is written: the server answers within the timeout, every
 table exists, and every signed table's signature equals the data's. The data
 itself is read once, as it is written: the checks that read it ahead
 (malformed, flagged and empty episodes, capacity, resume files) are the
-checked push's (`rlds_reverb.checked_push`), which calls `write_trajectories`.
+checked push's (`rlds_reverb.checked_push`), which calls `write_trajectories`
+(`write_transitions` for n-step transitions) with one `PushOptions` and
+adds what it checked to what they return (`Written`).
 """
 
 import dataclasses
 import time
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
-import warnings
+from typing import Any, Callable, Optional, Sequence, Tuple
 
 from absl import logging
 import tensorflow as tf
 from tf_agents.replay_buffers import reverb_utils
 
 from rlds_reverb import convert
-from rlds_reverb import held as held_lib
+from rlds_reverb import push_options
 from rlds_reverb import specs
 from rlds_reverb.convert import encoded
 from rlds_reverb.convert import nstep
 from rlds_reverb.errors import ReverbTimeoutError
 from rlds_reverb.specs import fields
 from rlds_reverb.write import capacity
-from rlds_reverb.write import chunks
 from rlds_reverb.write import items as items_lib
 from rlds_reverb.write import server as server_lib
 from rlds_reverb.write import writer as writer_lib
 
-DEFAULT_TIMEOUT_S = 30.0
+DEFAULT_TIMEOUT_S = push_options.DEFAULT_TIMEOUT_S
 # How long a push interrupted by Ctrl-C waits to confirm what it wrote.
 INTERRUPTED_CONFIRM_S = 5.0
 
@@ -49,16 +49,6 @@ _EPISODE_BYPASSED = (
     '`max_sequence_length`. This episode is bypassed and will NOT '
     'be written into the replay buffer. Consider increasing the '
     '`max_sequence_length`.')
-
-
-@dataclasses.dataclass(frozen=True)
-class SkippedEpisode:
-  """An episode a push left out, and why."""
-  position: int  # 0-based, in the data the push was given (a shard's own).
-  kind: str  # 'flagged_invalid', 'empty', or a problem ('terminal_not_last').
-  message: str
-  step: Optional[int] = None  # The first malformed step, for problems.
-  shard: Optional[str] = None  # 'I/N' when `push_shards` pushed it.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,58 +71,45 @@ class Start:
 
 
 @dataclasses.dataclass(frozen=True)
-class PushResult:
-  """What a push wrote; every item counted here was confirmed by the server."""
+class Written:
+  """What the write layer wrote; every item counted was confirmed."""
   episodes: int
   trajectories: int
   items: int
   seconds: float
-  skipped_episodes: int = 0
-  # Trajectories of the skipped episodes (TF-Agents' count includes them).
-  skipped_trajectories: int = 0
-  # Episodes a resume file said were confirmed by earlier runs (not counted
-  # in `episodes`).
-  resumed_after_episodes: int = 0
-  # The episodes the checks left out (`skipped_episodes` counts them too).
-  skipped: Tuple[SkippedEpisode, ...] = ()
-  # What the checks warned of before writing (a table too small, a limiter).
-  warnings: Tuple[str, ...] = ()
-  # Fields read otherwise than the data stores them: a default for a missing
-  # `discount` or `reward`, one-element fields as scalars (`StepFormat`).
+  # Episodes longer than whole-episode items take, bypassed (TF-Agents'
+  # `bypass_partial_episodes`), and their trajectories.
+  bypassed_episodes: int = 0
+  bypassed_trajectories: int = 0
+  # Fields read otherwise than the data stores them (`StepFormat.notes`).
   notes: Tuple[str, ...] = ()
 
 
 def write_trajectories(
     rlds_data: tf.data.Dataset,
-    server: server_lib.ServerLike,
-    tables: Union[str, Sequence[str]],
+    target: server_lib.Target,
+    options: push_options.PushOptions,
     *,
-    sequence_length: int = 2,
-    stride_length: int = 1,
-    priority: float = 1.0,
-    end_of_episode: items_lib.EndOfEpisode = items_lib.EndOfEpisode.DROP,
+    item_plan: Optional[items_lib.ItemPlan] = None,
     policy_info_fn: Optional[fields.PolicyInfoFn] = None,
-    timeout: float = DEFAULT_TIMEOUT_S,
-    chunk_length: chunks.ChunkLength = None,
-    on_confirmed: Optional[Callable[[writer_lib.Progress], None]] = None,
-    table_infos: Optional[Dict[str, Any]] = None,
-    strict: bool = False,
     encoding: Optional[encoded.Encoding] = None,
+    on_confirmed: Optional[Callable[[writer_lib.Progress], None]] = None,
     start: Start = Start(),
-) -> PushResult:
-  """Writes `rlds_data` as fixed-length trajectory items, reading it once.
+) -> Written:
+  """Writes `rlds_data` as trajectory items into `target`, reading it once.
 
   The items are those `ReverbAddTrajectoryObserver(sequence_length,
-  stride_length, priority, pad/tile per end_of_episode)` would write, without
-  a TF-Agents observer. `rlds_reverb.push` (`checked_push`) checks the data
-  first, then calls this; the arguments are its own, plus `table_infos`: the
-  tables' `TableInfo`s from `check_tables`, when the caller has just checked
-  them (else they are checked here), `encoding`: the fields `rlds_data`
-  holds encoded (`convert.encoded.prepare` made it), None for raw images,
-  and `start`: where `rlds_data` begins in a push that continues (`Start`).
+  stride_length, priority, pad/tile per end_of_episode)` would write (from
+  `options`), without a TF-Agents observer; or those of `item_plan` (a
+  TF-Agents observer's, `push_rlds_to_reverb`). `rlds_reverb.push`
+  (`checked_push`) checks the data first, then calls this with `target`'s
+  tables already asked and checked (`check_tables`; else they are checked
+  here), `encoding`: the fields `rlds_data` holds encoded
+  (`convert.encoded.prepare` made it), None for raw images, and `start`:
+  where `rlds_data` begins in a push that continues (`Start`).
 
   Returns:
-    A `PushResult`, once the server has confirmed every item.
+    `Written`, once the server has confirmed every item.
 
   Raises:
     ServerUnavailableError, TableNotFoundError, SignatureMismatchError: before
@@ -143,60 +120,52 @@ def write_trajectories(
       tables' rate limiters that can block.
     tf.errors.InvalidArgumentError: malformed episodes, as in conversion.
   """
-  tables = items_lib.table_names(tables)
-  client, address = server_lib.connect(server)
-  item_plan = items_lib.SequenceItems(
-      sequence_length, stride_length, end_of_episode)
-  return _push(rlds_data, client, address, tables, item_plan, priority,
-               policy_info_fn, timeout, on_confirmed, chunk_length,
-               table_infos, strict, encoding, start=start)
+  if item_plan is None:
+    item_plan = items_lib.SequenceItems.of(options)
+  step_format = _named(specs.step_format(rlds_data, options.strict), encoding)
+  spec = specs.trajectory_spec(step_format.spec, policy_info_fn)
+  # Checks chunk_length before the server is asked.
+  writer = writer_lib.SequenceWriter(target, spec, item_plan, options,
+                                     on_confirmed)
+  if target.infos is None:
+    target = check_tables(target, specs.table_signature(spec),
+                          options.timeout)
+  blocks = convert.trajectory_blocks(rlds_data, policy_info_fn,
+                                     options.strict)
+  episode_items = (item_plan if isinstance(item_plan, items_lib.EpisodeItems)
+                   else None)
+  written = _write_blocks(blocks, _trajectory_of, writer, target,
+                          episode_items=episode_items, start=start)
+  return dataclasses.replace(written, notes=tuple(step_format.notes()))
 
 
-def push_nstep_transitions(
+def write_transitions(
     rlds_data: tf.data.Dataset,
-    server: server_lib.ServerLike,
-    tables: Union[str, Sequence[str]],
+    target: server_lib.Target,
+    options: push_options.PushOptions,
     *,
     n: int,
     discount: float,
-    priority: float = 1.0,
-    timeout: float = DEFAULT_TIMEOUT_S,
-    chunk_length: chunks.ChunkLength = None,
+    encoding: Optional[encoded.Encoding] = None,
     on_confirmed: Optional[Callable[[writer_lib.Progress], None]] = None,
-    strict: bool = False,
-    images: str = 'raw',
-    image_format: str = 'png',
-    image_fields: Optional[Sequence[str]] = None,
-) -> PushResult:
-  """Writes one item per n-step transition (`convert.nstep`), as Acme does.
-
-  Items have no time axis; a signed table's signature must equal
-  `create_nstep_transition_spec(rlds_data)` (with images='encoded', that
-  spec with its image fields stored encoded, `specs.encoded`).
-  `trajectories` in the result counts transitions; `chunk_length`,
-  `strict`, `images`, `image_format` and `image_fields` are as for `push`.
-  A table that already holds items is warned of before writing
-  (`TableNotEmptyWarning`, and in the result's `warnings`). Raises as
-  `push`.
+) -> Written:
+  """Writes one item per n-step transition (`convert.nstep`) into `target`,
+  with the priority, chunk lengths and timeout of `options` (its item
+  settings do not apply); `encoding` as for `write_trajectories`.
+  `trajectories` in the result counts transitions. Raises as
+  `write_trajectories`.
   """
-  tables = items_lib.table_names(tables)
-  client, address = server_lib.connect(server)
-  rlds_data, encoding = encoded.prepare(rlds_data, images, image_format,
-                                        image_fields)
-  step_format = _named(specs.step_format(rlds_data, strict), encoding)
+  step_format = _named(specs.step_format(rlds_data, options.strict), encoding)
   spec = nstep.transition_spec(step_format.spec)
-  blocks = nstep.nstep_transition_blocks(rlds_data, n, discount, strict)
+  # Checks chunk_length before the server is asked.
   writer = writer_lib.SequenceWriter(
-      client, tables, spec, items_lib.TransitionItems(), priority, address,
-      timeout, chunk_length=chunk_length, on_confirmed=on_confirmed)
-  infos = _check_tables(client, address, tables, spec, timeout)
-  held = held_lib.warnings_for(held_lib.look(infos))
-  for message in held:  # The data is read once: what it adds is not known.
-    warnings.warn(message, held_lib.TableNotEmptyWarning, stacklevel=2)
-  result = _write_blocks(blocks, _transitions_of, writer, None, infos,
-                         address)
-  return dataclasses.replace(result, notes=tuple(step_format.notes()),
-                             warnings=held)
+      target, spec, items_lib.TransitionItems(), options, on_confirmed)
+  if target.infos is None:
+    target = check_tables(target, spec, options.timeout)
+  blocks = nstep.nstep_transition_blocks(rlds_data, n, discount,
+                                         options.strict)
+  written = _write_blocks(blocks, _transitions_of, writer, target)
+  return dataclasses.replace(written, notes=tuple(step_format.notes()))
 
 
 def push_rlds_to_reverb(
@@ -227,13 +196,15 @@ def push_rlds_to_reverb(
   if item_plan is None:
     return _call_per_trajectory(rlds_data, reverb_observer, policy_info_fn,
                                 strict)
-  client = reverb_observer.py_client
-  result = _push(rlds_data, client, client.server_address,
-                 list(reverb_observer._table_names), item_plan,  # pylint: disable=protected-access
-                 reverb_observer._priority, policy_info_fn,  # pylint: disable=protected-access
-                 DEFAULT_TIMEOUT_S, None, strict=strict)
-  logging.info('Wrote %d trajectories to Reverb.', result.trajectories)
-  return result.trajectories + result.skipped_trajectories
+  client = reverb_observer.py_client  # Its tables as the observer has them.
+  target = server_lib.Target(client, client.server_address,
+                             list(reverb_observer._table_names))  # pylint: disable=protected-access
+  options = push_options.PushOptions(priority=reverb_observer._priority,  # pylint: disable=protected-access
+                                     strict=strict)
+  written = write_trajectories(rlds_data, target, options, item_plan=item_plan,
+                               policy_info_fn=policy_info_fn)
+  logging.info('Wrote %d trajectories to Reverb.', written.trajectories)
+  return written.trajectories + written.bypassed_trajectories
 
 
 def _observer_item_plan(observer: Any):
@@ -275,51 +246,22 @@ def _named(step_format, encoding):
   return step_format if encoding is None else encoding.named(step_format)
 
 
-def _push(rlds_data, client, address, tables, item_plan, priority,
-          policy_info_fn, timeout_s, on_confirmed,
-          chunk_length=None, infos=None, strict=False,
-          encoding=None, *, start=Start()) -> PushResult:
-  step_format = _named(specs.step_format(rlds_data, strict), encoding)
-  spec = specs.trajectory_spec(step_format.spec, policy_info_fn)
-  # Checks chunk_length before the server is asked.
-  writer = writer_lib.SequenceWriter(
-      client, tables, spec, item_plan, priority, address, timeout_s,
-      chunk_length=chunk_length, on_confirmed=on_confirmed)
-  if infos is None:
-    infos = _check_tables(client, address, tables,
-                          specs.table_signature(spec), timeout_s)
-  blocks = convert.trajectory_blocks(rlds_data, policy_info_fn, strict)
-  episode_items = (item_plan if isinstance(item_plan, items_lib.EpisodeItems)
-                   else None)
-  result = _write_blocks(blocks, _trajectory_of, writer, episode_items, infos,
-                         address, start=start)
-  return dataclasses.replace(result, notes=tuple(step_format.notes()))
-
-
-def check_tables(server: server_lib.ServerLike, tables: Sequence[str],
-                 trajectory_spec: Any, timeout: float = DEFAULT_TIMEOUT_S):
-  """What a push checks before writing, for callers that check earlier.
+def check_tables(target: server_lib.Target, item_spec: Any,
+                 timeout: float = DEFAULT_TIMEOUT_S) -> server_lib.Target:
+  """What a push checks before writing: the server answers, the tables are
+  there, and each signed table's signature is `item_spec`.
 
   Returns:
-    {table: reverb TableInfo}, for capacity checks (`capacity.warnings_for`).
+    `target` with its tables' `TableInfo`s (for capacity checks,
+    `capacity.warnings_for`).
 
   Raises:
     ServerUnavailableError, TableNotFoundError, SignatureMismatchError.
   """
-  client, address = server_lib.connect(server)
-  return _check_tables(client, address, list(tables),
-                       specs.table_signature(trajectory_spec), timeout)
-
-
-def _check_tables(client, address, tables, item_spec, timeout_s):
-  """Server up, tables there, signatures equal to `item_spec`: before writing.
-
-  Returns the tables' `TableInfo`s.
-  """
-  infos = server_lib.table_infos(client, address, tables, timeout_s)
-  for table, info in infos.items():
+  target = target.asked(timeout)
+  for table, info in target.infos.items():
     specs.check_item_signature(info.signature, item_spec, table)
-  return infos
+  return target
 
 
 def _trajectory_of(block):
@@ -357,11 +299,11 @@ def append_trajectories(rlds_data: tf.data.Dataset,
       writer.write_episode(block.trajectory, positions[block.episode_index])
 
 
-def _write_blocks(blocks, rows_of_block, writer, episode_items, infos,
-                  address, *, start: Start = Start()) -> PushResult:
+def _write_blocks(blocks, rows_of_block, writer, target: server_lib.Target,
+                  *, episode_items: Optional[items_lib.EpisodeItems] = None,
+                  start: Start = Start()) -> Written:
   """Writes every block; on a failure, confirms what was written, says so."""
   started = time.perf_counter()
-  tables = list(infos)
   skipped = skipped_trajectories = 0
   try:
     with writer.holding_interrupts():  # Ctrl-C lands where counts are exact.
@@ -380,30 +322,31 @@ def _write_blocks(blocks, rows_of_block, writer, episode_items, infos,
                              from_item=start.from_item_of(index))
       progress = writer.close()
   except ReverbTimeoutError as e:
-    blocking = capacity.blocking_limiters(infos)
+    blocking = capacity.blocking_limiters(target.infos)
     if blocking:
       e.add_note(f'Rate limiters there that block inserts until something '
                  f'samples: {", ".join(blocking)}.')
     raise
   except (tf.errors.OpError, ValueError, KeyboardInterrupt) as e:
-    _note_written(e, writer, tables, address)
+    _note_written(e, writer, target)
     raise
   finally:
     writer.stop()  # Ctrl-C too: an open Reverb writer can hang at exit.
-  return PushResult(progress.episodes, progress.trajectories, progress.items,
-                    time.perf_counter() - started, skipped,
-                    skipped_trajectories)
+  return Written(progress.episodes, progress.trajectories, progress.items,
+                 time.perf_counter() - started, skipped, skipped_trajectories)
 
 
-def _note_written(error: Exception, writer, tables, address) -> None:
+def _note_written(error: Exception, writer, target: server_lib.Target
+                  ) -> None:
   """Confirms what was written before `error` and says so on it.
 
   Exactly: '815 whole episodes (124,881 items) and 314 items of episode
   815', when the interruption came inside an episode.
   """
   from rlds_reverb import wording  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  tables = target.tables
   where = (f'{wording.noun(len(tables), "table")} {", ".join(tables)} at '
-           f'{address}')
+           f'{target.address}')
   interrupted = isinstance(error, KeyboardInterrupt)
   before = 'the interruption' if interrupted else 'this error'
   try:  # Ctrl-C asks to stop: a blocked server is not waited for long.

@@ -6,7 +6,8 @@ every check before writing goes through it, after `addresses` has turned
 away a malformed address and a refused connection at once.
 """
 
-from typing import Dict, Sequence, Tuple, Union
+import dataclasses
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import reverb
 
@@ -14,8 +15,34 @@ from rlds_reverb import addresses
 from rlds_reverb import wording
 from rlds_reverb.errors import ServerUnavailableError
 from rlds_reverb.errors import TableNotFoundError
+from rlds_reverb.write import items as items_lib
 
 ServerLike = Union[str, reverb.Client]
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+  """The tables of one server that a push writes to.
+
+  `infos`: their `TableInfo`s, once asked (`asked`); a push checks the
+  signatures in them before writing (`write.push.check_tables`).
+  """
+  client: reverb.Client
+  address: str
+  tables: List[str]
+  infos: Optional[Dict[str, reverb.reverb_types.TableInfo]] = None
+
+  @classmethod
+  def of(cls, server: ServerLike, tables: Union[str, Sequence[str]]
+         ) -> 'Target':
+    """Raises AddressError or ValueError (a table named twice) at once."""
+    client, address = connect(server)
+    return cls(client, address, items_lib.table_names(tables))
+
+  def asked(self, timeout_s: float) -> 'Target':
+    """This target with its tables' `TableInfo`s (raises as `table_infos`)."""
+    return dataclasses.replace(self, infos=table_infos(
+        self.client, self.address, self.tables, timeout_s))
 
 
 def connect(server: ServerLike) -> Tuple[reverb.Client, str]:

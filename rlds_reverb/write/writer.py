@@ -41,12 +41,13 @@ import dataclasses
 import functools
 import math
 import time
-from typing import Any, Callable, List, Optional, Sequence, Union
+from typing import Any, Callable, List, Optional, Sequence
 
 import numpy as np
 import reverb
 import tree
 
+from rlds_reverb import push_options
 from rlds_reverb import wording
 from rlds_reverb.convert import encoded
 from rlds_reverb.errors import ReverbTimeoutError
@@ -58,6 +59,7 @@ from rlds_reverb.write import interrupts
 from rlds_reverb.write import items as items_lib
 from rlds_reverb.write import reverb_cpp
 from rlds_reverb.write import rows as rows_lib
+from rlds_reverb.write import server as server_lib
 
 CONFIRM_EVERY_ROWS = 4096
 # The longest a wait for the server goes without looking at signals.
@@ -108,6 +110,10 @@ def contents_text(episodes: int, items: int, partial_items: int = 0,
 class SequenceWriter:
   """Items of any plan, with chunks of our lengths; flushed and accounted.
 
+  Into `target`'s tables, with the priority, chunk lengths and timeout of
+  `options`; `item_plan` says which items (trajectories, n-step transitions,
+  whole episodes), not `options`' sequence settings.
+
   For each row r of an episode that ends an item (`items.SequenceItems`,
   `TransitionItems`, `EpisodeItems`), one item per table of the last
   `item_length` rows (the last row alone, without a time axis, for squeezed
@@ -116,29 +122,25 @@ class SequenceWriter:
   `chunk_lengths[i]` (`chunks`, chosen from those rows).
   """
 
-  def __init__(self, client: reverb.Client, tables: Sequence[str],
-               spec_structure: Any,
-               item_plan: Union[items_lib.SequenceItems,
-                                items_lib.TransitionItems,
-                                items_lib.EpisodeItems],
-               priority: float, address: str, timeout_s: float,
-               chunk_length: chunks.ChunkLength = None,
+  def __init__(self, target: server_lib.Target, spec_structure: Any,
+               item_plan: items_lib.ItemPlan,
+               options: push_options.PushOptions,
                on_confirmed: Optional[Callable[[Progress], None]] = None):
     self._columns = columns_lib.columns_of(spec_structure)
     # Per column: the image it stores encoded (`specs.encoded`), or None.
     self._images = [encoded_spec.image_of(spec)
                     for spec in tree.flatten(spec_structure)]
-    self._tables = items_lib.table_names(tables)
-    self._address = address
-    self._timeout_s = timeout_s
+    self._tables = target.tables
+    self._address = target.address
+    self._timeout_s = options.timeout
     self._on_confirmed = on_confirmed
-    self._client = client
+    self._client = target.client
     self._plan = item_plan
-    self._priority = items_lib.check_priority(priority)
+    self._priority = options.priority
     self._stride = item_plan.stride_length
     self._longest = chunks.max_chunk_length(len(self._tables), self._stride)
-    chunks.check_option(chunk_length, self._columns, self._longest)
-    self._chunk_length = chunk_length
+    chunks.check_option(options.chunk_length, self._columns, self._longest)
+    self._chunk_length = options.chunk_length
     self._squeeze = [bool(item_plan.squeeze)] * len(self._columns)
     self._writer = None  # Made at the first rows.
     self._row_shapes = None  # Fixed by the Reverb writer's first rows.
