@@ -206,7 +206,7 @@ def item_messages(table: str, items: Items) -> serialize.Messages:
   """
   count = len(items)
   entries = count * items.num_columns
-  _check_items(table, items, entries)
+  check_items(table, items, entries)
   squeeze = np.broadcast_to(
       np.asarray(items.squeeze, bool).reshape(-1, items.num_columns),
       (count, items.num_columns)).ravel() if entries else np.zeros(0, bool)
@@ -233,7 +233,7 @@ def item_messages(table: str, items: Items) -> serialize.Messages:
           .message(8, trajectories))
 
 
-def _check_items(table: str, items: Items, entries: int) -> None:
+def check_items(table: str, items: Items, entries: int) -> None:
   count = len(items)
   where = f"Table '{table}'"
   for name, expected in (('priorities', count), ('times', count),

@@ -94,15 +94,17 @@ class Plan:
     self.items = 0  # Per table.
 
   def add(self, block, episode: Any = None) -> List[Planned]:
-    """Plans one episode (a numpy nest, each leaf [T, ...]); returns the
-    blocks it completes (none, mostly)."""
+    """Plans one episode (a numpy nest of the spec's structure, or its
+    leaves flattened, each [T, ...]); returns the blocks it completes
+    (none, mostly). Flat leaves spare tf.data packing nests per episode."""
     del episode  # For messages, once the plan checks what push checks.
     columns = rows_lib.flat_columns(block)
     num_steps = len(columns[0])
     episode_plan = self._plan.plan(num_steps)
-    columns = sequence_writer.padded_rows(block, columns,
-                                          episode_plan.num_pad_rows,
-                                          self._images)
+    if episode_plan.num_pad_rows:
+      columns = sequence_writer.padded_rows(
+          tree.unflatten_as(self._spec, columns), columns,
+          episode_plan.num_pad_rows, self._images)
     done = []
     shapes = columns_lib.shapes(columns)
     if self._row_shapes is not None and shapes != self._row_shapes:
@@ -290,3 +292,4 @@ def write(checkpoint: writer_lib.CheckpointWriter, planned: Planned) -> None:
     checkpoint.add_chunks(column)
   for table, items in planned.items.items():
     checkpoint.add_items(table, items)
+
