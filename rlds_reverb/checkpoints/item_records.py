@@ -52,7 +52,7 @@ def framed(table: str, items: messages.Items) -> Tuple[np.ndarray, int]:
   messages.check_items(table, items, count * width)
   if not count:
     return np.empty(0, np.uint8), 0
-  fields = _Fields.of(table, items)
+  fields = _Fields.of(items)
   counts = np.asarray(items.slice_counts, np.int64).reshape(count, width)
   shapes, layout_of = _layouts(counts)
   first_slice = (np.cumsum(counts.ravel()) - counts.ravel()).reshape(
@@ -89,14 +89,14 @@ class _Fields:
   seconds: np.ndarray
   nanos: np.ndarray
   chunk_keys: np.ndarray  # [slices, width] each.
+  chunk_key_values: np.ndarray  # uint64 [slices].
   offsets: np.ndarray
   lengths: np.ndarray
   indexes: np.ndarray  # Width 0: left out.
   squeeze: np.ndarray  # [items, columns] 0/1, or [items, 0]: left out.
 
   @classmethod
-  def of(cls, table: str, items: messages.Items) -> '_Fields':
-    del table
+  def of(cls, items: messages.Items) -> '_Fields':
     count, width = len(items), items.num_columns
     seconds, nanos = np.divmod(np.asarray(items.times, np.int64),
                                messages.NANOS)
@@ -112,7 +112,9 @@ class _Fields:
                 count, 8),
         times_sampled=varints(sampled, omit_zeros=True),
         seconds=varints(seconds), nanos=varints(nanos),
-        chunk_keys=varints(items.chunk_keys), offsets=varints(items.offsets),
+        chunk_keys=varints(items.chunk_keys),
+        chunk_key_values=np.asarray(items.chunk_keys, np.uint64),
+        offsets=varints(items.offsets),
         lengths=varints(items.lengths),
         indexes=varints(items.indexes, omit_zeros=True),
         squeeze=squeeze if squeeze.any() else squeeze[:, :0])
@@ -211,9 +213,15 @@ class _Layout:
     slices start at `first_slice` ([members, columns])."""
     template = self.template.copy()
     varying = []  # (place in the record, bytes [members]).
-    for place, values in self._fields_of(fields, members, first_slice):
+    runs = []  # (place, bytes [runs, width], each member's run).
+    for place, values, run_of in self._fields_of(fields, members,
+                                                 first_slice):
       # Bytes the same in every record go into the template.
       template[place:place + values.shape[1]] = values[0]
+      if run_of is not None:
+        if len(values) > 1:
+          runs.append((place, values, run_of))
+        continue
       for k in np.flatnonzero((values[1:] != values[0]).any(axis=0)):
         varying.append((place + k, values[:, k]))
     rows = np.empty((len(members), self.size), np.uint8)
@@ -224,28 +232,41 @@ class _Layout:
     for place, values in varying:
       rows[:, place] = values
       crc ^= effects[place - _HEADER][values ^ template[place]]
+    for place, values, run_of in runs:  # A chunk's key: once per run.
+      change = np.zeros(len(values), np.uint32)
+      for k in range(values.shape[1]):
+        change ^= effects[place - _HEADER + k][values[:, k] ^
+                                               template[place + k]]
+      crc ^= change[run_of]
+      rows[:, place:place + values.shape[1]] = values[run_of]
     rows[:, -_FOOTER:] = record_writer.mask(crc).astype('<u4').view(
         np.uint8).reshape(-1, 4)
     return rows
 
   def _fields_of(self, fields: _Fields, members, first_slice):
-    """(place, bytes [members, width]) of every field that is not constant
-    in the layout."""
+    """(place, bytes [members, width], None) of every field that is not
+    constant in the layout; for chunk keys, which consecutive items mostly
+    share, (place, bytes [runs, width], each member's run)."""
     for name in ('keys', 'priorities', 'times_sampled', 'seconds', 'nanos'):
       for place in self.places.get(name, ()):
-        yield place, getattr(fields, name)[members]
+        yield place, getattr(fields, name)[members], None
     slice_fields = [name for name in ('chunk_keys', 'offsets', 'lengths',
                                       'indexes') if name in self.places]
     at = 0
     for column, k in enumerate(self.shape):
       for j in range(int(k)):
         index = first_slice[:, column] + j
-        for name in slice_fields:
-          yield self.places[name][at], getattr(fields, name)[index]
+        keys = fields.chunk_key_values[index]
+        starts = np.ones(len(keys), bool)
+        starts[1:] = keys[1:] != keys[:-1]
+        yield (self.places['chunk_keys'][at],
+               fields.chunk_keys[index[starts]], np.cumsum(starts) - 1)
+        for name in slice_fields[1:]:
+          yield self.places[name][at], getattr(fields, name)[index], None
         at += 1
       if f'squeeze{column}' in self.places:
         yield (self.places[f'squeeze{column}'][0],
-               fields.squeeze[members, column:column + 1])
+               fields.squeeze[members, column:column + 1], None)
 
 
 _TAIL = [np.zeros((0, 256), np.uint32)]  # tail[d][v]: v, then d zero bytes.
