@@ -27,6 +27,7 @@ from rlds_reverb.checkpoints import plan as plan_lib  # pylint: disable=g-import
 from rlds_reverb.checkpoints import records  # pylint: disable=g-import-not-at-top
 from rlds_reverb.checkpoints import schema  # pylint: disable=g-import-not-at-top
 from rlds_reverb.convert import nstep  # pylint: disable=g-import-not-at-top
+from rlds_reverb.errors import ColumnMismatchError  # pylint: disable=g-import-not-at-top
 from rlds_reverb.write import items as items_lib  # pylint: disable=g-import-not-at-top
 from tests import export_data  # pylint: disable=g-import-not-at-top
 from tests import reverb_tables  # pylint: disable=g-import-not-at-top
@@ -218,3 +219,17 @@ def test_plan_gives_the_nstep_transitions_push_writes(source, tmp_path):
                            tmp_path / 'built')
 
   assert_same(pushed, built)
+
+
+def test_rows_a_push_would_reject_are_refused_naming_the_episode(source):
+  data = rlds_reverb.load(source)
+  spec = specs.trajectory_spec(specs.step_format(data).spec)
+  plan = plan_lib.Plan(spec, items_lib.SequenceItems(2), ['replay'])
+  block = next(convert.trajectory_blocks(data).as_numpy_iterator())
+  trajectory = block.trajectory._replace(
+      reward=block.trajectory.reward.astype(np.float64))
+
+  with pytest.raises(ColumnMismatchError,
+                     match="Column 'reward' of episode 7: rows of dtype "
+                           'float64, the table expects float32'):
+    plan.add(trajectory, episode=7)

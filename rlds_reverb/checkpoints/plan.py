@@ -96,9 +96,15 @@ class Plan:
   def add(self, block, episode: Any = None) -> List[Planned]:
     """Plans one episode (a numpy nest of the spec's structure, or its
     leaves flattened, each [T, ...]); returns the blocks it completes
-    (none, mostly). Flat leaves spare tf.data packing nests per episode."""
-    del episode  # For messages, once the plan checks what push checks.
+    (none, mostly). Flat leaves spare tf.data packing nests per episode.
+
+    Raises:
+      ColumnMismatchError: rows a push's writer would reject, naming the
+        field and `episode` (its position in the data).
+    """
     columns = rows_lib.flat_columns(block)
+    where = 'an episode' if episode is None else f'episode {int(episode)}'
+    columns_lib.check_rows(self._columns, columns, where)
     num_steps = len(columns[0])
     episode_plan = self._plan.plan(num_steps)
     if episode_plan.num_pad_rows:
@@ -176,22 +182,28 @@ class Plan:
                                          self._stride)
     lengths = np.array(self.chunk_lengths, np.int64)
     cuts = [[] for _ in lengths]
-    total = int(segment_starts[-1] + segment_rows[-1])
-    made = np.zeros(total, np.int64)
+    made = np.zeros(int(segment_starts[-1] + segment_rows[-1]), np.int64)
     made[ends] = num_tables
-    segment_of = np.repeat(np.arange(len(segment_rows)), segment_rows)
-    made = np.cumsum(made)
-    before = np.concatenate([[0], made])[segment_starts][segment_of]
-    flushes = np.flatnonzero(np.diff((made - before) // flush_every,
-                                     prepend=0) > 0)
+    # Each segment's flushes, counted from its start (a confirmation).
+    flushes = np.concatenate([
+        start + np.flatnonzero(cadence.flush_points(
+            0, np.cumsum(made[start:start + size]), flush_every)[0])
+        for start, size in zip(segment_starts.tolist(),
+                               segment_rows.tolist())])
     if not flushes.size:
       return cuts
-    # A flush's open rows per column, and what it keeps (`kept_items`).
-    phases = segment_starts[segment_of[flushes]][:, None] + np.zeros(
+    segment_of = np.searchsorted(segment_starts, flushes, side='right') - 1
+    # Where each column's chunks started, as of each flush.
+    phases = segment_starts[segment_of][:, None] + np.zeros(
         len(lengths), np.int64)
     done = (flushes + 1)[:, None]
     open_rows = (done - phases) % lengths
-    keep = num_tables * -(-open_rows.max(axis=1) // self._stride)
+    keep = cadence.kept_items(done[:, 0] - phases[:, 0], lengths, num_tables,
+                              self._stride)
+    # Reverb's Flush(keep) finalizes the open chunks that pending items
+    # other than the newest `keep` reference; pending items reference an
+    # open chunk if they end at or after the oldest open chunk's first row.
+    # A cut restarts that column's chunks after it: later flushes see it.
     while True:
       oldest_open = (done[:, 0] - open_rows.max(axis=1))
       pending = num_tables * (np.searchsorted(ends, flushes, side='right') -
@@ -208,7 +220,7 @@ class Plan:
         if open_rows[at, column]:
           cuts[column].append(int(flushes[at]))
           later = slice(at + 1, None)
-          same = segment_of[flushes[later]] == segment_of[flushes[at]]
+          same = segment_of[later] == segment_of[at]
           phases[later][same, column] = flushes[at] + 1
       open_rows[at + 1:] = (done[at + 1:] - phases[at + 1:]) % lengths
       open_rows[:at + 1] = 0

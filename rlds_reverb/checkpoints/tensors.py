@@ -142,16 +142,11 @@ def encode_rows(values: np.ndarray, starts: Sequence[int],
   strings) as Reverb stores them: in rows' differences if `delta_encoded`
   and the values are integers of rank >= 2 (the rows' own rank >= 1), then
   raw snappy. Each chunk's rows must lie together in `values`."""
-  values = np.ascontiguousarray(values)
-  if delta_encoded and values.ndim >= 2 and values.dtype.kind in 'iu':
-    values = _deltas(values, starts)
-  row_bytes = values.nbytes // len(values) if len(values) else 0
-  data = memoryview(values.reshape(-1).view(np.uint8))
-  firsts = np.asarray(starts, np.int64) * row_bytes
-  lasts = firsts + np.asarray(lengths, np.int64) * row_bytes
+  data, firsts, sizes = _chunk_bytes(values, starts, lengths, delta_encoded)
   # No Python frame per chunk: the slices and calls are made by map, in C.
   return list(map(cramjam.snappy.compress_raw, map(
-      data.__getitem__, map(slice, firsts.tolist(), lasts.tolist()))))
+      data.__getitem__, map(slice, firsts.tolist(),
+                            (firsts + sizes).tolist()))))
 
 
 def stored_rows(values: np.ndarray, starts: Sequence[int],
@@ -159,20 +154,25 @@ def stored_rows(values: np.ndarray, starts: Sequence[int],
   """As `encode_rows`, without compressing: each chunk's bytes as raw
   snappy of one literal (its length, a literal tag, the bytes), which any
   snappy decoder reads. For rows snappy cannot shrink (floats, encoded
-  images): ~20x faster than compressing them (~900 MB/s), a few bytes
-  longer."""
-  values = np.ascontiguousarray(values)
-  if delta_encoded and values.ndim >= 2 and values.dtype.kind in 'iu':
-    values = _deltas(values, starts)
-  row_bytes = values.nbytes // len(values) if len(values) else 0
-  data = memoryview(values.reshape(-1).view(np.uint8))
-  firsts = np.asarray(starts, np.int64) * row_bytes
-  sizes = np.asarray(lengths, np.int64) * row_bytes
+  images): no compressing (~900 MB/s), a few bytes longer."""
+  data, firsts, sizes = _chunk_bytes(values, starts, lengths, delta_encoded)
   headers = {size: _literal_header(size) for size in set(sizes.tolist())}
   # No Python frame per chunk: header + bytes joined by map, in C.
   return list(map(bytes.__add__, map(headers.__getitem__, sizes.tolist()),
                   map(data.__getitem__, map(slice, firsts.tolist(),
                                             (firsts + sizes).tolist()))))
+
+
+def _chunk_bytes(values, starts, lengths, delta_encoded):
+  """(the bytes of `values`, deltas taken; each chunk's first byte and
+  size in them)."""
+  values = np.ascontiguousarray(values)
+  if delta_encoded and values.ndim >= 2 and values.dtype.kind in 'iu':
+    values = _deltas(values, starts)
+  row_bytes = values.nbytes // len(values) if len(values) else 0
+  data = memoryview(values.reshape(-1).view(np.uint8))
+  return (data, np.asarray(starts, np.int64) * row_bytes,
+          np.asarray(lengths, np.int64) * row_bytes)
 
 
 def _literal_header(size: int) -> bytes:

@@ -14,7 +14,6 @@ must cut chunks exactly where a push does.
              open chunks are finalized, Reverb's episode and step restart
 """
 
-import math
 from typing import Sequence, Tuple
 
 import numpy as np
@@ -44,10 +43,13 @@ def flush_points(unflushed: int, made: np.ndarray,
   return np.diff(crossings, prepend=0) > 0, left
 
 
-def kept_items(rows_in_chunks: int, chunk_lengths: Sequence[int],
-               num_tables: int, stride: int) -> int:
+def kept_items(rows_in_chunks, chunk_lengths: Sequence[int],
+               num_tables: int, stride: int) -> np.ndarray:
   """Items a flush leaves pending after `rows_in_chunks` rows (since the
-  chunks last started): as many as can end in the longest open chunk, so
-  that no chunk is cut short by the flush."""
-  open_rows = max(rows_in_chunks % length for length in chunk_lengths)
-  return num_tables * math.ceil(open_rows / stride)
+  chunks last started; one count or an array of them): as many as can end
+  in the longest open chunk, so that no chunk is cut short by the flush
+  (unless more end there: a stride longer than an item, across episodes)."""
+  rows = np.asarray(rows_in_chunks, np.int64)
+  open_rows = (rows[..., None] % np.asarray(chunk_lengths, np.int64)).max(
+      axis=-1)
+  return num_tables * -(-open_rows // stride)

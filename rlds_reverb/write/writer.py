@@ -322,9 +322,9 @@ class SequenceWriter:
     short. Open chunks hold the last `open_rows` rows; the items ending there
     are at most tables * ceil(open_rows / stride).
     """
-    keep = cadence.kept_items(self._rows_in_chunks + rows_this_episode,
-                              self.chunk_lengths, len(self._tables),
-                              self._stride)
+    keep = int(cadence.kept_items(self._rows_in_chunks + rows_this_episode,
+                                  self.chunk_lengths, len(self._tables),
+                                  self._stride))
     self._wait(functools.partial(self._writer.flush, keep))
 
   def _episode_done(self, num_trajectories: int, num_rows: int) -> None:
