@@ -60,7 +60,7 @@ def framed(table: str, items: messages.Items) -> Tuple[np.ndarray, int]:
   rows = []
   for index, shape in enumerate(shapes):
     members = np.flatnonzero(layout_of == index)
-    layout = _Layout(fields, table, shape)
+    layout = _layout(fields, table, shape)
     rows.append(layout.rows(fields, members, first_slice[members]))
   return _in_order(rows, layout_of), count
 
@@ -139,6 +139,22 @@ def varints(values, omit_zeros: bool = False) -> np.ndarray:
     out[:, place] = low & 0x7F | (0x80 if place < width - 1 else 0)
     values >>= np.uint64(7)
   return out
+
+
+_LAYOUTS = {}  # (table, shape, widths) -> _Layout: batches share them.
+
+
+def _layout(fields: _Fields, table: str, shape: np.ndarray) -> '_Layout':
+  widths = tuple(getattr(fields, f.name).shape[1]
+                 for f in dataclasses.fields(fields) if f.name not in (
+                     'chunk_key_values',))
+  key = (table, tuple(shape.tolist()), widths)
+  layout = _LAYOUTS.get(key)
+  if layout is None:
+    if len(_LAYOUTS) >= 256:
+      _LAYOUTS.clear()
+    layout = _LAYOUTS[key] = _Layout(fields, table, shape)
+  return layout
 
 
 class _Layout:
