@@ -101,8 +101,8 @@ def item_slices(checkpoint: str):
           for table, items in tables.items()}
 
 
-def pushed_checkpoint(data, tables, root, push_fn):
-  """The checkpoint of a server that `push_fn(data, address)` filled; its
+def pushed_checkpoint(tables, root, push_fn):
+  """The checkpoint of a server that `push_fn(address)` filled; its
   tables' episode counts; the items drained."""
   server = export_data.checkpointed_server(tables(), root)
   push_fn(f'localhost:{server.port}')
@@ -169,7 +169,7 @@ def push_and_build(source, tmp_path, options, names):
             for name in names]
 
   pushed = pushed_checkpoint(
-      data, tables, tmp_path / 'pushed',
+      tables, tmp_path / 'pushed',
       lambda address: rlds_reverb.push(data, address, names, **options))
   item_plan = items_lib.SequenceItems(
       options['sequence_length'], options.get('stride_length', 1),
@@ -210,7 +210,7 @@ def test_plan_gives_the_nstep_transitions_push_writes(source, tmp_path):
             reverb_tables.fifo_table('second', None)]
 
   pushed = pushed_checkpoint(
-      data, tables, tmp_path / 'pushed',
+      tables, tmp_path / 'pushed',
       lambda address: rlds_reverb.push_nstep_transitions(
           data, address, ['replay', 'second'], n=3, discount=0.9))
   blocks = [block.transitions for block in
