@@ -8,8 +8,11 @@ means, what it holds, and a new one built from chunks and items.
     tensors       a chunk's tensors as numpy and back (snappy, deltas, strings)
     contents      `chunk_lengths`: what push's chunking left on the server
 
-    serialize       many messages at once, written by numpy (`parse` inverted)
+    plan            episodes -> the `Chunks` and `Items` a push would leave
+                    (write/cadence's flushes and confirmations), no server
+    serialize       many messages at once, written by numpy (`wire` inverted)
     messages        `Chunks` and `Items` -> ChunkData, PrioritizedItem records
+    item_records    items' records as rows of fixed layouts (the fast path)
     table_settings  `TableSettings` + `TableCounts` -> a table's record
     record_writer   records -> a zlib TFRecord file (masked CRC32C, fsync)
     writer          `CheckpointWriter`: root/<time>/ files, then `DONE`

@@ -5,7 +5,8 @@ What a writer gives, and what each becomes (`reverb/cc/schema.proto`):
     Chunks   rows of one or more arrays, cut into runs of steps
       -> ChunkData  chunk_key, sequence_range {episode_id, start, end},
                     delta_encoded, data.tensors (one TensorProto per array:
-                    `tensors.encode_rows`), data_tensors_len,
+                    `tensors.encode_rows`, or `stored_rows` for rows snappy
+                    does not shrink), data_tensors_len,
                     data_uncompressed_size: the fields Reverb's chunker fills
 
     Items    one table's items in insertion order: per item a key, priority,
@@ -147,8 +148,9 @@ def _encoded(values: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
   """(tensor_content per chunk, data_uncompressed_size per chunk) of one
   tensor of every chunk."""
   if tensors_lib.dtype_number(values) != tensors_lib.STRING:
-    return (tensors_lib.encode_rows(values, starts.tolist(), lengths.tolist(),
-                                    delta_encoded),
+    encode = (tensors_lib.encode_rows if tensors_lib.compresses(values)
+              else tensors_lib.stored_rows)
+    return (encode(values, starts.tolist(), lengths.tolist(), delta_encoded),
             lengths * (values[:1].nbytes if len(values) else 0))
   rows = [values[s:s + n] for s, n in zip(starts.tolist(), lengths.tolist())]
   return ([tensors_lib.string_content(r) for r in rows],
@@ -206,7 +208,7 @@ def item_messages(table: str, items: Items) -> serialize.Messages:
   """
   count = len(items)
   entries = count * items.num_columns
-  _check_items(table, items, entries)
+  check_items(table, items, entries)
   squeeze = np.broadcast_to(
       np.asarray(items.squeeze, bool).reshape(-1, items.num_columns),
       (count, items.num_columns)).ravel() if entries else np.zeros(0, bool)
@@ -233,7 +235,7 @@ def item_messages(table: str, items: Items) -> serialize.Messages:
           .message(8, trajectories))
 
 
-def _check_items(table: str, items: Items, entries: int) -> None:
+def check_items(table: str, items: Items, entries: int) -> None:
   count = len(items)
   where = f"Table '{table}'"
   for name, expected in (('priorities', count), ('times', count),

@@ -58,7 +58,10 @@ class RecordWriter:
 
   def write(self, messages: serialize.Messages) -> None:
     """Appends each message of `messages` as a record."""
-    buffer, count = framed(messages)
+    self.write_framed(*framed(messages))
+
+  def write_framed(self, buffer: np.ndarray, count: int) -> None:
+    """Appends `count` records already framed in `buffer` (as `framed`)."""
     self._put(self._compressor.compress(buffer))
     self.records += count
 

@@ -37,6 +37,7 @@ import numpy as np
 
 from rlds_reverb import wording
 from rlds_reverb.checkpoints import directories
+from rlds_reverb.checkpoints import item_records
 from rlds_reverb.checkpoints import messages as messages_lib
 from rlds_reverb.checkpoints import record_writer
 from rlds_reverb.checkpoints import table_settings
@@ -254,8 +255,8 @@ class CheckpointWriter:
     bounds = np.concatenate([[0], np.cumsum(items.slice_counts)])
     for start in range(0, len(items), BATCH_ITEMS):
       part = _item_part(items, start, start + BATCH_ITEMS, bounds)
-      self._files[directories.ITEMS].write(
-          messages_lib.item_messages(table, part))
+      self._files[directories.ITEMS].write_framed(
+          *item_records.framed(table, part))
     self._referenced.add(messages_lib.referenced_chunks(items))
     state.items += len(items)
     state.last_time = int(items.times[-1])

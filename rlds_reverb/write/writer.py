@@ -39,7 +39,6 @@ at its last row, referencing all its rows.
 import collections
 import dataclasses
 import functools
-import math
 import time
 from typing import Any, Callable, List, Optional, Sequence
 
@@ -53,6 +52,7 @@ from rlds_reverb.convert import encoded
 from rlds_reverb.errors import ReverbTimeoutError
 from rlds_reverb.errors import RldsReverbError
 from rlds_reverb.specs import encoded as encoded_spec
+from rlds_reverb.write import cadence
 from rlds_reverb.write import chunks
 from rlds_reverb.write import columns as columns_lib
 from rlds_reverb.write import interrupts
@@ -61,7 +61,7 @@ from rlds_reverb.write import reverb_cpp
 from rlds_reverb.write import rows as rows_lib
 from rlds_reverb.write import server as server_lib
 
-CONFIRM_EVERY_ROWS = 4096
+CONFIRM_EVERY_ROWS = cadence.CONFIRM_EVERY_ROWS
 # The longest a wait for the server goes without looking at signals.
 WAIT_SLICE_MS = 250
 
@@ -180,10 +180,7 @@ class SequenceWriter:
       num_steps = len(columns[0])
       self._check_frames(columns, episode)
       plan = self._plan.plan(num_steps)
-      if plan.num_pad_rows:
-        pad = rows_lib.pad_columns(block, plan.num_pad_rows)
-        pad = self._with_blank_frames(pad, columns)
-        columns = [np.concatenate([c, p]) for c, p in zip(columns, pad)]
+      columns = padded_rows(block, columns, plan.num_pad_rows, self._images)
       self._prepare(columns, episode)
       self.progress.position = None if episode is None else int(episode)
       if self._unconfirmed_from is None:
@@ -201,21 +198,6 @@ class SequenceWriter:
     for column, image, rows in zip(self._columns, self._images, columns):
       if image is not None and rows.dtype == object:
         encoded.check_frames(column.path, image, rows, _place(episode))
-
-  def _with_blank_frames(self, pad, columns):
-    """Pad rows of encoded columns hold the encoded frame of zeros (of the
-    episode's frame size where the spec leaves it unknown)."""
-    pad = list(pad)
-    for i, image in enumerate(self._images):
-      if image is None or not len(columns[i]):  # pylint: disable=g-explicit-length-test
-        continue
-      shape = tuple(image.frame.shape.as_list())
-      if None in shape:
-        height, width, _ = encoded.frame_shape(bytes(columns[i].ravel()[0]))
-        shape = (height, width, image.channels)
-      pad[i] = np.full(pad[i].shape,
-                       encoded.blank_frame(image.format, shape), object)
-    return pad
 
   def confirm(self, timeout_s: Optional[float] = None) -> Progress:
     """Blocks until the server confirmed every item written so far.
@@ -331,10 +313,9 @@ class SequenceWriter:
 
   def _flush_points(self, made: np.ndarray) -> np.ndarray:
     """Rows after which to flush, given the items made by each row's end."""
-    totals = self._unflushed_items + made
-    crossings = totals // self._flush_every
-    self._unflushed_items = int(totals[-1] - crossings[-1] * self._flush_every)
-    return np.diff(crossings, prepend=0) > 0
+    flush_after, self._unflushed_items = cadence.flush_points(
+        self._unflushed_items, made, self._flush_every)
+    return flush_after
 
   def _flush_closed_chunks(self, rows_this_episode: int) -> None:
     """Flushes the items whose chunks are all full; keeps the others pending.
@@ -343,9 +324,9 @@ class SequenceWriter:
     short. Open chunks hold the last `open_rows` rows; the items ending there
     are at most tables * ceil(open_rows / stride).
     """
-    rows = self._rows_in_chunks + rows_this_episode
-    open_rows = max(rows % length for length in self.chunk_lengths)
-    keep = len(self._tables) * math.ceil(open_rows / self._stride)
+    keep = int(cadence.kept_items(self._rows_in_chunks + rows_this_episode,
+                                  self.chunk_lengths, len(self._tables),
+                                  self._stride))
     self._wait(functools.partial(self._writer.flush, keep))
 
   def _episode_done(self, num_trajectories: int, num_rows: int) -> None:
@@ -353,7 +334,7 @@ class SequenceWriter:
     self.progress.trajectories += num_trajectories
     self.progress.partial_items = 0
     self._unconfirmed_rows += num_rows
-    if self._unconfirmed_rows >= CONFIRM_EVERY_ROWS:
+    if cadence.confirms(self._unconfirmed_rows):
       self.confirm()
 
   def _end_episode(self, timeout_ms: int) -> None:
@@ -419,6 +400,34 @@ class SequenceWriter:
     if first == last:
       return f' (of episode {first})'
     return f' (of episodes {first} to {last})'
+
+
+def padded_rows(block, columns: Sequence[np.ndarray], num_pad_rows: int,
+                images) -> List[np.ndarray]:
+  """An episode's rows (`columns`, flat, of `block`) and `num_pad_rows` pad
+  rows after them (`rows.pad_columns`); `images`: per column, the image it
+  stores encoded, or None. The checkpoint plan pads as a push does."""
+  if not num_pad_rows:
+    return list(columns)
+  pad = _with_blank_frames(rows_lib.pad_columns(block, num_pad_rows),
+                           columns, images)
+  return [np.concatenate([c, p]) for c, p in zip(columns, pad)]
+
+
+def _with_blank_frames(pad, columns, images):
+  """Pad rows of encoded columns hold the encoded frame of zeros (of the
+  episode's frame size where the spec leaves it unknown)."""
+  pad = list(pad)
+  for i, image in enumerate(images):
+    if image is None or not len(columns[i]):  # pylint: disable=g-explicit-length-test
+      continue
+    shape = tuple(image.frame.shape.as_list())
+    if None in shape:
+      height, width, _ = encoded.frame_shape(bytes(columns[i].ravel()[0]))
+      shape = (height, width, image.channels)
+    pad[i] = np.full(pad[i].shape,
+                     encoded.blank_frame(image.format, shape), object)
+  return pad
 
 
 def _rows_from(columns: Sequence[np.ndarray], item_ends: np.ndarray,

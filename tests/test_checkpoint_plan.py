@@ -1,0 +1,235 @@
+"""The checkpoint plan gives exactly the items and chunks a push writes.
+
+The same episodes (an image, a string, vectors, a dict action; lengths from
+1 to 400 steps, several confirmations) are pushed into the tables of a real
+server, which checkpoints them, and planned (`checkpoints.plan`) into a
+checkpoint written by `CheckpointWriter`, which a second real server loads.
+Compared, table by table and item by item in insertion order: every chunk
+slice (offset, rows, and the length and first step of its chunk), the
+chunks' lengths per column (`checkpoints.chunk_lengths`), the tables'
+episode counts, the items' priorities, and the items drained from both servers.
+"""
+
+import os
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+
+import numpy as np  # pylint: disable=g-import-not-at-top
+import pytest  # pylint: disable=g-import-not-at-top
+import reverb  # pylint: disable=g-import-not-at-top
+
+import rlds_reverb  # pylint: disable=g-import-not-at-top
+from rlds_reverb import checkpoints  # pylint: disable=g-import-not-at-top
+from rlds_reverb import convert  # pylint: disable=g-import-not-at-top
+from rlds_reverb import specs  # pylint: disable=g-import-not-at-top
+from rlds_reverb.checkpoints import directories  # pylint: disable=g-import-not-at-top
+from rlds_reverb.checkpoints import plan as plan_lib  # pylint: disable=g-import-not-at-top
+from rlds_reverb.checkpoints import records  # pylint: disable=g-import-not-at-top
+from rlds_reverb.checkpoints import schema  # pylint: disable=g-import-not-at-top
+from rlds_reverb.convert import nstep  # pylint: disable=g-import-not-at-top
+from rlds_reverb.errors import ColumnMismatchError  # pylint: disable=g-import-not-at-top
+from rlds_reverb.write import items as items_lib  # pylint: disable=g-import-not-at-top
+from tests import export_data  # pylint: disable=g-import-not-at-top
+from tests import reverb_tables  # pylint: disable=g-import-not-at-top
+
+# Steps per episode: short ones (no 5-step item fits), long ones; 5,030
+# steps in all, past a confirmation (every 4,096 rows).
+LENGTHS = [1, 7, 300, 2, 400, 3, 250, 11, 399, 150, 6, 350, 4, 280, 5, 390,
+           222, 9, 310, 180, 8, 333, 270, 244, 185]
+EndOfEpisode = items_lib.EndOfEpisode
+
+CASES = {
+    # push's keyword arguments; the tables.
+    'two_step': (dict(sequence_length=2), ['replay']),
+    'stride_two_tables': (
+        dict(sequence_length=5, stride_length=3,
+             chunk_length={'': 7, 'observation/pixels': 2}),
+        ['replay', 'second']),
+    'tile': (dict(sequence_length=4, end_of_episode=EndOfEpisode.TILE,
+                  chunk_length=5), ['replay']),
+    'pad_stride': (dict(sequence_length=3, stride_length=2,
+                        end_of_episode=EndOfEpisode.PAD), ['replay']),
+    # Strides longer than items: flushes may cut chunks across episodes.
+    'stride_past_items': (dict(sequence_length=1, stride_length=3,
+                               chunk_length=8, priority=0.5),
+                          ['replay', 'second']),
+}
+# Episodes of 3 steps, items of 1 every 2: items at steps 0 and 2, so the
+# last of one episode and the first of the next are a row apart, and a
+# flush (every 45 items) can find more items waiting for an open chunk than
+# it keeps (1 per 2 open rows): Reverb then cuts that chunk short.
+SHORT_EPISODES = 300
+CUTTING = dict(sequence_length=1, stride_length=2, chunk_length=8)
+
+
+@pytest.fixture(scope='module')
+def source(tmp_path_factory):
+  return export_data.write_source(
+      tmp_path_factory.mktemp('source'),
+      [export_data.nested_episode(i, n) for i, n in enumerate(LENGTHS)])
+
+
+@pytest.fixture(scope='module')
+def short_source(tmp_path_factory):
+  return export_data.write_source(
+      tmp_path_factory.mktemp('short'),
+      [export_data.nested_episode(i, 3) for i in range(SHORT_EPISODES)])
+
+
+def item_slices(checkpoint: str):
+  """Per table, per item (in insertion order): per column, its slices as
+  (offset, rows, chunk rows, chunk's first step); and chunk counts."""
+  chunks = {}
+  for record in records.read_records(os.path.join(checkpoint,
+                                                  directories.CHUNKS)):
+    chunk = schema.parse('ChunkData', record)
+    chunks[chunk.chunk_key] = (chunk.sequence_range.end -
+                               chunk.sequence_range.start + 1,
+                               chunk.sequence_range.start)
+  tables = {}
+  for record in records.read_records(os.path.join(checkpoint,
+                                                  directories.ITEMS)):
+    item = schema.parse('PrioritizedItem', record)
+    time = item.inserted_at.seconds * 10**9 + item.inserted_at.nanos
+    columns = tuple(
+        (bool(column.squeeze),
+         tuple((s.offset, s.length, s.index) + chunks[s.chunk_key]
+               for s in column.chunk_slices))
+        for column in item.flat_trajectory.columns)
+    tables.setdefault(item.table, []).append((time, item.priority, columns))
+  return {table: [entry[1:] for entry in sorted(items, key=lambda e: e[0])]
+          for table, items in tables.items()}
+
+
+def pushed_checkpoint(tables, root, push_fn):
+  """The checkpoint of a server that `push_fn(address)` filled; its
+  tables' episode counts; the items drained."""
+  server = export_data.checkpointed_server(tables(), root)
+  push_fn(f'localhost:{server.port}')
+  checkpoint = export_data.checkpoint(server)
+  return checkpoint, drained_tables(server, tables)
+
+
+def drained_tables(server, tables):
+  client = reverb.Client(f'localhost:{server.port}')
+  info = client.server_info(timeout=10)
+  result = {}
+  for table in tables():
+    name = table.name
+    episodes = info[name].num_episodes
+    result[name] = (episodes, reverb_tables.drain_flat(server, name))
+  server.stop()
+  return result
+
+
+def built_checkpoint(blocks, spec, item_plan, tables, root, **options):
+  """Plans `blocks` into a new checkpoint under `root`; a server loads it."""
+  plan = plan_lib.Plan(spec, item_plan, [t.name for t in tables()],
+                       **options)
+  settings = [checkpoints.TableSettings.of(t) for t in tables()]
+  with checkpoints.CheckpointWriter(root, settings) as writer:
+    for block in blocks:
+      for planned in plan.add(block):
+        plan_lib.write(writer, planned)
+    for planned in plan.close():
+      plan_lib.write(writer, planned)
+    path = writer.close()
+  server = reverb.Server(tables(), checkpointer=(
+      reverb.checkpointers.DefaultCheckpointer(os.fspath(root))))
+  return path, drained_tables(server, tables)
+
+
+def assert_same(pushed, built):
+  (pushed_path, pushed_tables), (built_path, built_tables) = pushed, built
+  want, got = item_slices(pushed_path), item_slices(built_path)
+  assert sorted(got) == sorted(want)
+  for table in want:
+    assert len(got[table]) == len(want[table])
+    for index, (got_item, want_item) in enumerate(zip(got[table],
+                                                      want[table])):
+      assert got_item == want_item, (table, index)
+  assert (checkpoints.chunk_lengths(built_path) ==
+          checkpoints.chunk_lengths(pushed_path))
+  assert sorted(built_tables) == sorted(pushed_tables)
+  for table, (episodes, items) in pushed_tables.items():
+    built_episodes, built_items = built_tables[table]
+    assert built_episodes == episodes
+    assert items
+    reverb_tables.assert_same_flat_items(built_items, items)
+
+
+def push_and_build(source, tmp_path, options, names):
+  """(pushed, built): `options`' items of `source` pushed into tables
+  `names` and checkpointed; planned into a checkpoint. Both loaded."""
+  data = rlds_reverb.load(source)
+  spec = specs.trajectory_spec(specs.step_format(data).spec)
+
+  def tables():
+    return [export_data.signed_table(name, spec, max_times_sampled=1)
+            for name in names]
+
+  pushed = pushed_checkpoint(
+      tables, tmp_path / 'pushed',
+      lambda address: rlds_reverb.push(data, address, names, **options))
+  item_plan = items_lib.SequenceItems(
+      options['sequence_length'], options.get('stride_length', 1),
+      options.get('end_of_episode', EndOfEpisode.DROP))
+  blocks = [block.trajectory for block in
+            convert.trajectory_blocks(data).as_numpy_iterator()]
+  built = built_checkpoint(
+      blocks, spec, item_plan, tables, tmp_path / 'built',
+      priority=options.get('priority', 1.0),
+      chunk_length=options.get('chunk_length'))
+  return pushed, built
+
+
+@pytest.mark.parametrize('case', sorted(CASES))
+def test_plan_gives_the_items_and_chunks_push_writes(source, tmp_path, case):
+  options, names = CASES[case]
+
+  pushed, built = push_and_build(source, tmp_path, options, names)
+
+  assert_same(pushed, built)
+
+
+def test_plan_cuts_chunks_where_a_flush_does(short_source, tmp_path):
+  pushed, built = push_and_build(short_source, tmp_path, CUTTING, ['replay'])
+
+  assert_same(pushed, built)
+  lengths = checkpoints.chunk_lengths(pushed[0])['replay'][0]
+  # Without cuts, only the last chunk would be shorter than 8 rows.
+  assert sum(n for length, n in lengths.items() if length < 8) > 1
+
+
+def test_plan_gives_the_nstep_transitions_push_writes(source, tmp_path):
+  data = rlds_reverb.load(source)
+  spec = nstep.transition_spec(specs.step_format(data).spec)
+
+  def tables():
+    return [reverb_tables.fifo_table('replay', None),
+            reverb_tables.fifo_table('second', None)]
+
+  pushed = pushed_checkpoint(
+      tables, tmp_path / 'pushed',
+      lambda address: rlds_reverb.push_nstep_transitions(
+          data, address, ['replay', 'second'], n=3, discount=0.9))
+  blocks = [block.transitions for block in
+            nstep.nstep_transition_blocks(data, 3, 0.9).as_numpy_iterator()]
+  built = built_checkpoint(blocks, spec, items_lib.TransitionItems(), tables,
+                           tmp_path / 'built')
+
+  assert_same(pushed, built)
+
+
+def test_rows_a_push_would_reject_are_refused_naming_the_episode(source):
+  data = rlds_reverb.load(source)
+  spec = specs.trajectory_spec(specs.step_format(data).spec)
+  plan = plan_lib.Plan(spec, items_lib.SequenceItems(2), ['replay'])
+  block = next(convert.trajectory_blocks(data).as_numpy_iterator())
+  trajectory = block.trajectory._replace(
+      reward=block.trajectory.reward.astype(np.float64))
+
+  with pytest.raises(ColumnMismatchError,
+                     match="Column 'reward' of episode 7: rows of dtype "
+                           'float64, the table expects float32'):
+    plan.add(trajectory, episode=7)
