@@ -65,7 +65,7 @@ import tempfile
 from typing import Optional
 
 import common  # pylint: disable=g-bad-import-order
-from rlds_reverb import quiet  # pylint: disable=g-bad-import-order
+from rlds_reverb._util import quiet  # pylint: disable=g-bad-import-order
 import numpy as np
 import reverb
 from reverb import structured_writer as structured

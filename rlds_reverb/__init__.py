@@ -18,7 +18,7 @@ registers one exit hook (`clean_exit`): scripts end without tracebacks.
 import importlib
 from typing import Any, List
 
-from rlds_reverb import clean_exit
+from rlds_reverb._util import clean_exit
 from rlds_reverb.errors import AddressError
 from rlds_reverb.errors import CheckpointError
 from rlds_reverb.errors import ColumnMismatchError

@@ -47,7 +47,7 @@ from rlds_reverb import sources
 from rlds_reverb import specs
 from rlds_reverb import validation
 from rlds_reverb import whole_reads
-from rlds_reverb import wording
+from rlds_reverb._util import wording
 from rlds_reverb.convert import encoded
 from rlds_reverb.convert import nstep
 from rlds_reverb.errors import DataReadError

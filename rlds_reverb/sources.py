@@ -28,7 +28,7 @@ import tensorflow_datasets as tfds
 
 from rlds_reverb import errors
 from rlds_reverb import whole_reads
-from rlds_reverb import wire
+from rlds_reverb._util import wire
 from rlds_reverb.specs import fields
 from rlds_reverb.specs import paths
 
