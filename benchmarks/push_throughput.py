@@ -76,7 +76,7 @@ import tree
 
 import rlds_reverb
 from rlds_reverb import validation
-from rlds_reverb import whole_reads
+from rlds_reverb.sources import whole_reads
 from rlds_reverb.write import chunks
 from rlds_reverb.write import columns as columns_lib
 from rlds_reverb.write import reverb_cpp

@@ -66,7 +66,7 @@ _LAZY = {
     'convert_rlds_to_nstep_transitions': 'rlds_reverb.convert.nstep',
     'create_nstep_transition_spec': 'rlds_reverb.convert.nstep',
     'NStepTransition': 'rlds_reverb.convert.nstep',
-    'load': 'rlds_reverb.sources',
+    'load': 'rlds_reverb.sources.opening',
     'push_shards': 'rlds_reverb.parallel',
     'mixed_replay': 'rlds_reverb.mixed',
     'mixed_replay_tables': 'rlds_reverb.mixed',

@@ -15,8 +15,8 @@ import math
 import os
 from typing import List
 
-from rlds_reverb._util import files
 from rlds_reverb import stats as stats_lib
+from rlds_reverb._util import files
 from rlds_reverb._util import wording
 from rlds_reverb.cli import output
 
