@@ -139,7 +139,7 @@ __all__ = [
 
 
 _SUBPACKAGES = ('convert', 'specs', 'write', 'sources', 'cli', 'validation',
-                'stats', 'parallel', 'resume', 'checked_push', 'beam',
+                'stats', 'parallel', 'checked_push', 'beam',
                 'tfds_out', 'record', 'decoded', 'tables')
 
 

@@ -40,9 +40,9 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
+from rlds_reverb import _resume as resume_lib
 from rlds_reverb import held as held_lib
 from rlds_reverb import push_options
-from rlds_reverb import resume as resume_lib
 from rlds_reverb import sources
 from rlds_reverb import specs
 from rlds_reverb import validation
