@@ -23,7 +23,7 @@ import os
 import tempfile
 import time
 
-from rlds_reverb import quiet
+from rlds_reverb._util import quiet
 
 quiet.silence()  # Before TensorFlow loads.
 

@@ -6,7 +6,7 @@ import platform
 import statistics
 import time
 
-from rlds_reverb import quiet
+from rlds_reverb._util import quiet
 
 quiet.silence()  # Before TensorFlow and gym load.
 

@@ -32,7 +32,7 @@ import tensorflow as tf
 from tf_agents.replay_buffers import rlds_to_reverb
 
 import rlds_reverb
-from rlds_reverb import whole_reads
+from rlds_reverb.sources import whole_reads
 
 
 def consume(dataset) -> int:

@@ -65,7 +65,7 @@ import tempfile
 from typing import Optional
 
 import common  # pylint: disable=g-bad-import-order
-from rlds_reverb import quiet  # pylint: disable=g-bad-import-order
+from rlds_reverb._util import quiet  # pylint: disable=g-bad-import-order
 import numpy as np
 import reverb
 from reverb import structured_writer as structured
@@ -76,7 +76,7 @@ import tree
 
 import rlds_reverb
 from rlds_reverb import validation
-from rlds_reverb import whole_reads
+from rlds_reverb.sources import whole_reads
 from rlds_reverb.write import chunks
 from rlds_reverb.write import columns as columns_lib
 from rlds_reverb.write import reverb_cpp

@@ -54,7 +54,7 @@ import tempfile
 import time
 
 import common  # pylint: disable=g-bad-import-order
-from rlds_reverb import quiet  # pylint: disable=g-bad-import-order
+from rlds_reverb._util import quiet  # pylint: disable=g-bad-import-order
 import numpy as np
 import reverb
 from tf_agents.replay_buffers import reverb_replay_buffer

@@ -50,7 +50,7 @@ import sys
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from rlds_reverb import quiet
+from rlds_reverb._util import quiet
 
 quiet.silence()  # Before TensorFlow and gym load.
 

@@ -9,7 +9,7 @@
 
 import argparse
 
-from rlds_reverb import quiet
+from rlds_reverb._util import quiet
 
 quiet.silence()  # Before TensorFlow and gym load.
 

@@ -31,7 +31,7 @@ plain SAC, which over-estimates unseen actions.
 import argparse
 import sys
 
-from rlds_reverb import quiet
+from rlds_reverb._util import quiet
 
 quiet.silence()  # Before TensorFlow and gym load.
 

@@ -18,9 +18,10 @@ registers one exit hook (`clean_exit`): scripts end without tracebacks.
 import importlib
 from typing import Any, List
 
-from rlds_reverb import clean_exit
+from rlds_reverb._util import clean_exit
 from rlds_reverb.errors import AddressError
 from rlds_reverb.errors import CheckpointError
+from rlds_reverb.errors import CheckpointWriteError
 from rlds_reverb.errors import ColumnMismatchError
 from rlds_reverb.errors import DataReadError
 from rlds_reverb.errors import DatasetDirectoryError
@@ -66,15 +67,17 @@ _LAZY = {
     'convert_rlds_to_nstep_transitions': 'rlds_reverb.convert.nstep',
     'create_nstep_transition_spec': 'rlds_reverb.convert.nstep',
     'NStepTransition': 'rlds_reverb.convert.nstep',
-    'load': 'rlds_reverb.sources',
+    'load': 'rlds_reverb.sources.opening',
     'push_shards': 'rlds_reverb.parallel',
     'mixed_replay': 'rlds_reverb.mixed',
     'mixed_replay_tables': 'rlds_reverb.mixed',
     'check_port_free': 'rlds_reverb.addresses',
     'RldsRecorder': 'rlds_reverb.record',
+    'ImageEncoding': 'rlds_reverb.tfds_out.features',
     'RecordingSummary': 'rlds_reverb.record',
     'UnfinishedEpisodesWarning': 'rlds_reverb.record',
     'recover': 'rlds_reverb.tfds_out.recovery',
+    'LostEpisodesWarning': 'rlds_reverb.tfds_out.recovery',
     'export': 'rlds_reverb.exporter',
     'ExportReport': 'rlds_reverb.exporter',
     'EncodedReplayBuffer': 'rlds_reverb.decoded',
@@ -106,9 +109,11 @@ __all__ = [
     'mixed_replay_tables',
     'check_port_free',
     'RldsRecorder',
+    'ImageEncoding',
     'RecordingSummary',
     'UnfinishedEpisodesWarning',
     'recover',
+    'LostEpisodesWarning',
     'export',
     'ExportReport',
     'EncodedReplayBuffer',
@@ -131,6 +136,7 @@ __all__ = [
     'TableOptionsError',
     'AddressError',
     'CheckpointError',
+    'CheckpointWriteError',
     'ExportError',
     'ImageFieldError',
     'FeaturesError',
@@ -139,7 +145,7 @@ __all__ = [
 
 
 _SUBPACKAGES = ('convert', 'specs', 'write', 'sources', 'cli', 'validation',
-                'stats', 'parallel', 'resume', 'checked_push', 'beam',
+                'stats', 'parallel', 'checked_push', 'beam',
                 'tfds_out', 'record', 'decoded', 'tables')
 
 

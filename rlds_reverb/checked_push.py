@@ -40,14 +40,13 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
+from rlds_reverb import _resume as resume_lib
 from rlds_reverb import held as held_lib
 from rlds_reverb import push_options
-from rlds_reverb import resume as resume_lib
 from rlds_reverb import sources
 from rlds_reverb import specs
 from rlds_reverb import validation
-from rlds_reverb import whole_reads
-from rlds_reverb import wording
+from rlds_reverb._util import wording
 from rlds_reverb.convert import encoded
 from rlds_reverb.convert import nstep
 from rlds_reverb.errors import DataReadError
@@ -57,6 +56,7 @@ from rlds_reverb.errors import RldsReverbError
 from rlds_reverb.push_options import CheckOptions
 from rlds_reverb.push_options import OnInvalid
 from rlds_reverb.push_options import PushOptions
+from rlds_reverb.sources import whole_reads
 from rlds_reverb.specs import fields
 from rlds_reverb.write import capacity
 from rlds_reverb.write import chunks

@@ -21,7 +21,7 @@ from typing import Any, Optional
 import tensorflow as tf
 from tf_agents.specs import tensor_spec
 
-from rlds_reverb import reading
+from rlds_reverb import _reading as reading
 from rlds_reverb.errors import ImageFieldError
 from rlds_reverb.specs import encoded as encoded_spec
 from rlds_reverb.specs import paths

@@ -20,7 +20,7 @@ Plain values only: the `--workers` parent imports no TensorFlow.
 import dataclasses
 from typing import Iterable, Mapping, Optional, Sequence, Tuple
 
-from rlds_reverb import wording
+from rlds_reverb._util import wording
 
 
 class TableNotEmptyWarning(UserWarning):

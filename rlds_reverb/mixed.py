@@ -42,10 +42,10 @@ import reverb
 import tensorflow as tf
 from tf_agents.replay_buffers import reverb_replay_buffer
 
+from rlds_reverb import _reading as reading
 from rlds_reverb import decoded
-from rlds_reverb import reading
 from rlds_reverb import tables
-from rlds_reverb import wording
+from rlds_reverb._util import wording
 from rlds_reverb.errors import MixedReplayError
 from rlds_reverb.specs import encoded as encoded_spec
 from rlds_reverb.specs import paths

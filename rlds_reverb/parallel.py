@@ -34,11 +34,11 @@ import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import warnings
 
+from rlds_reverb import _resume as resume_lib
 from rlds_reverb import addresses
 from rlds_reverb import held as held_lib
 from rlds_reverb import push_options
-from rlds_reverb import resume as resume_lib
-from rlds_reverb import wording
+from rlds_reverb._util import wording
 from rlds_reverb.errors import ShardsFailedError
 from rlds_reverb.push_options import CheckOptions
 from rlds_reverb.push_options import PushOptions

@@ -15,8 +15,8 @@ from typing import Dict, Optional
 import numpy as np
 import tensorflow as tf
 
-from rlds_reverb import whole_reads
 from rlds_reverb.convert import episodes as episodes_lib
+from rlds_reverb.sources import whole_reads
 from rlds_reverb.specs import fields
 from rlds_reverb.specs import step_spec as step_spec_lib
 

@@ -27,7 +27,7 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from rlds_reverb import quiet  # pylint: disable=g-import-not-at-top,g-bad-import-order
+from rlds_reverb._util import quiet  # pylint: disable=g-import-not-at-top,g-bad-import-order
 
 quiet.silence()
 

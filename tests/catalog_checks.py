@@ -33,7 +33,7 @@ import tree
 import rlds_reverb
 from rlds_reverb import stats
 from rlds_reverb import validation
-from rlds_reverb import wording
+from rlds_reverb._util import wording
 from tests import catalog
 from tests import catalog_data
 from tests import reverb_tables

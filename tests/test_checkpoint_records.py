@@ -25,7 +25,7 @@ from reverb.cc.checkpointing import checkpoint_pb2  # pylint: disable=g-import-n
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 from tensorflow.core.framework import tensor_pb2  # pylint: disable=g-import-not-at-top
 
-from rlds_reverb import wire  # pylint: disable=g-import-not-at-top
+from rlds_reverb._util import wire  # pylint: disable=g-import-not-at-top
 from rlds_reverb.checkpoints import directories  # pylint: disable=g-import-not-at-top
 from rlds_reverb.checkpoints import messages  # pylint: disable=g-import-not-at-top
 from rlds_reverb.checkpoints import record_writer  # pylint: disable=g-import-not-at-top

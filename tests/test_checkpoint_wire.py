@@ -4,7 +4,7 @@ checkpoint schema's classes, serialized by protobuf, read back both ways."""
 import numpy as np
 import pytest
 
-from rlds_reverb import wire
+from rlds_reverb._util import wire
 from rlds_reverb.checkpoints import schema
 from rlds_reverb.checkpoints import tensors
 from rlds_reverb.errors import CheckpointError

@@ -4,7 +4,7 @@ The script a reader writes from the docs: module-level names (a
 `reverb.Server`, the loaded episodes, a TF-Agents dataset sampling from the
 server), after `import tensorflow_datasets`. Run as a script is run, in its
 own interpreter, since what is checked happens at that interpreter's exit
-(`rlds_reverb/clean_exit.py` says why it happens and how it is avoided).
+(`rlds_reverb/_util/clean_exit.py` says why it happens and how it is avoided).
 """
 
 import os
@@ -67,7 +67,7 @@ def test_a_script_serving_and_sampling_at_module_level_ends_cleanly(tmp_path):
 
   # What the same script prints without our exit hook (etils, imported by
   # TFDS, holds `__main__`). If this starts to pass, Reverb or etils changed:
-  # `rlds_reverb.clean_exit` may no longer be needed.
+  # `rlds_reverb._util.clean_exit` may no longer be needed.
   result = run_script(WITHOUT_RLDS_REVERB, tmp_path)
   assert result.stdout == 'serving\n'
   assert ('Exception ignored in: <function Server.__del__' in result.stderr

@@ -37,9 +37,11 @@ EXPORTED = [
     'mixed_replay_tables',
     'check_port_free',
     'RldsRecorder',
+    'ImageEncoding',
     'RecordingSummary',
     'UnfinishedEpisodesWarning',
     'recover',
+    'LostEpisodesWarning',
     'export',
     'ExportReport',
     'EncodedReplayBuffer',
@@ -62,6 +64,7 @@ EXPORTED = [
     'TableOptionsError',
     'AddressError',
     'CheckpointError',
+    'CheckpointWriteError',
     'ExportError',
     'ImageFieldError',
     'FeaturesError',
@@ -78,8 +81,8 @@ ERRORS = ['RldsReverbError', 'StepSpecError', 'SignatureMismatchError',
           'MalformedEpisodeError', 'DataReadError', 'ResumeStateError',
           'PipelineFailedError', 'MixedReplayError', 'TableOptionsError',
           'AddressError',
-          'CheckpointError', 'ExportError', 'ImageFieldError',
-          'FeaturesError', 'DatasetDirectoryError']
+          'CheckpointError', 'CheckpointWriteError', 'ExportError',
+          'ImageFieldError', 'FeaturesError', 'DatasetDirectoryError']
 
 
 def test_all_is_pinned():

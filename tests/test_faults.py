@@ -25,7 +25,7 @@ import pytest
 import reverb
 
 import rlds_reverb
-from rlds_reverb import wording
+from rlds_reverb._util import wording
 from rlds_reverb.write import writer as writer_lib
 from tests import reverb_tables
 from tests import rlds_data

@@ -17,7 +17,7 @@ import reverb
 import rlds_reverb
 from rlds_reverb import held as held_lib
 from rlds_reverb import specs
-from rlds_reverb import wording
+from rlds_reverb._util import wording
 from tests import reverb_tables
 from tests import rlds_data
 from tests.server_process import ServerProcess

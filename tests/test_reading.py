@@ -2,7 +2,7 @@
 
 TF-Agents' `ReverbReplayBuffer.as_dataset` shares such a table's items out
 among up to 32 streams and then waits, without end, on one that got none
-(`rlds_reverb/reading.py` draws it). Our buffers (`EncodedReplayBuffer`, and
+(`rlds_reverb/_reading.py` draws it). Our buffers (`EncodedReplayBuffer`, and
 those `mixed_replay` makes for `(address, table)`) read it through one
 stream: every full batch arrives, each item once; then, with the table empty,
 the dataset fails after `timeout` naming the table. Real in-process servers

@@ -16,7 +16,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
 from benchmarks import record_crash  # pylint: disable=g-import-not-at-top
 from rlds_reverb import cli  # pylint: disable=g-import-not-at-top
-from rlds_reverb import wording  # pylint: disable=g-import-not-at-top
+from rlds_reverb._util import wording  # pylint: disable=g-import-not-at-top
 from rlds_reverb.tfds_out import records  # pylint: disable=g-import-not-at-top
 from tests import rlds_dirs  # pylint: disable=g-import-not-at-top
 from tests.test_cli import run_cli_here  # pylint: disable=g-import-not-at-top

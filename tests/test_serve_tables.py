@@ -15,7 +15,7 @@ import tensorflow as tf
 import rlds_reverb
 from rlds_reverb import cli
 from rlds_reverb import tables
-from rlds_reverb import wording
+from rlds_reverb._util import wording
 from rlds_reverb.cli import serve
 from rlds_reverb.cli import tables as table_flags
 from rlds_reverb.write import capacity

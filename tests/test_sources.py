@@ -24,6 +24,7 @@ import tensorflow_datasets as tfds
 import rlds_reverb
 from rlds_reverb import errors
 from rlds_reverb import sources
+from rlds_reverb.sources import bundled
 from tests import rlds_data
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -361,7 +362,7 @@ def test_bundled_dir_is_inside_the_package():
 
 def test_bundled_files_missing(monkeypatch, tmp_path):
   """A broken install (no package data) says so instead of 'not TFDS'."""
-  monkeypatch.setattr(sources, 'bundled_dataset_dir', lambda: str(tmp_path))
+  monkeypatch.setattr(bundled, 'bundled_dataset_dir', lambda: str(tmp_path))
   with pytest.raises(errors.SourceError) as raised:
     sources.load(sources.BUNDLED)
   assert str(raised.value) == (

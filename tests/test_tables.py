@@ -17,7 +17,7 @@ import tensorflow as tf
 from tensorflow.core.protobuf import struct_pb2
 
 import rlds_reverb
-from rlds_reverb import reading
+from rlds_reverb import _reading as reading
 from rlds_reverb import tables
 from rlds_reverb.checkpoints import directories
 from rlds_reverb.checkpoints import records

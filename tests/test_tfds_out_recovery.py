@@ -17,8 +17,8 @@ import pytest  # pylint: disable=g-import-not-at-top
 
 from benchmarks import rlds_write_crash  # pylint: disable=g-import-not-at-top
 from rlds_reverb import errors  # pylint: disable=g-import-not-at-top
-from rlds_reverb import wire  # pylint: disable=g-import-not-at-top
-from rlds_reverb import wording  # pylint: disable=g-import-not-at-top
+from rlds_reverb._util import wire  # pylint: disable=g-import-not-at-top
+from rlds_reverb._util import wording  # pylint: disable=g-import-not-at-top
 from rlds_reverb.tfds_out import EpisodeWriter  # pylint: disable=g-import-not-at-top
 from rlds_reverb.tfds_out import LostEpisodesWarning  # pylint: disable=g-import-not-at-top
 from rlds_reverb.tfds_out import recover  # pylint: disable=g-import-not-at-top

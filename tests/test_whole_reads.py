@@ -18,7 +18,7 @@ import tree
 import rlds_reverb
 from rlds_reverb import stats
 from rlds_reverb import validation
-from rlds_reverb import whole_reads
+from rlds_reverb.sources import whole_reads
 from rlds_reverb.tfds_out import EpisodeWriter
 from tests import dataset_shapes
 from tests import rlds_dirs

@@ -1,4 +1,4 @@
-"""`rlds_reverb.wire` frames records as TensorFlow's writer does, and reads
+"""`rlds_reverb._util.wire` frames records as TensorFlow's writer does, and reads
 them back as TensorFlow's reader does (what recovery and the checkpoint
 reader rely on); its varints are the bytes protobuf writes."""
 
@@ -12,7 +12,7 @@ import pytest  # pylint: disable=g-import-not-at-top
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 from tensorflow_datasets.proto import tf_feature_pb2  # pylint: disable=g-import-not-at-top
 
-from rlds_reverb import wire  # pylint: disable=g-import-not-at-top
+from rlds_reverb._util import wire  # pylint: disable=g-import-not-at-top
 
 RECORDS = [b'', b'x', bytes(range(256)) * 40, b'last record']
 

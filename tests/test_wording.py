@@ -2,7 +2,7 @@
 
 import pytest
 
-from rlds_reverb import wording
+from rlds_reverb._util import wording
 
 CASES = [  # (number, singular, plural, text)
     (0, 'episode', None, '0 episodes'),

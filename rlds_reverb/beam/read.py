@@ -32,11 +32,11 @@ import tensorflow_datasets as tfds
 from rlds_reverb import push_options
 from rlds_reverb import sources
 from rlds_reverb import specs
-from rlds_reverb import whole_reads
 from rlds_reverb.convert import encoded
 from rlds_reverb.convert import episodes as episodes_lib
 from rlds_reverb.push_options import ImageStorage
 from rlds_reverb.push_options import PushOptions
+from rlds_reverb.sources import whole_reads
 from rlds_reverb.specs import fields
 
 Episode = Tuple[int, Dict[str, Any]]  # (position, numpy episode)

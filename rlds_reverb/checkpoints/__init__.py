@@ -17,7 +17,7 @@ means, what it holds, and a new one built from chunks and items.
     record_writer   records -> a zlib TFRecord file (masked CRC32C, fsync)
     writer          `CheckpointWriter`: root/<time>/ files, then `DONE`
 
-Varints and TFRecord framing are `rlds_reverb.wire`'s, shared with the TFDS
+Varints and TFRecord framing are `rlds_reverb._util.wire`'s, shared with the TFDS
 writer. Plain `os`, protobuf, numpy, cramjam and google-crc32c: the command line
 imports TensorFlow and Reverb late. `rlds_reverb.export` builds on the
 readers.

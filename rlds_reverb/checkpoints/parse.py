@@ -13,7 +13,7 @@ messages are read together, one field of every message per round:
             fixed bytes -> `Fields` (message, field number, value, payload)
 
 Nested messages are read by calling `fields` again on the payloads' places.
-Only the wire format is known here (`rlds_reverb.wire`), not the schema:
+Only the wire format is known here (`rlds_reverb._util.wire`), not the schema:
 `schema.py` names the field numbers, and callers check them.
 """
 
@@ -21,7 +21,7 @@ import dataclasses
 
 import numpy as np
 
-from rlds_reverb import wire
+from rlds_reverb._util import wire
 from rlds_reverb.errors import CheckpointError
 
 

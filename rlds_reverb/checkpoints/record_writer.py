@@ -4,7 +4,7 @@ inverse of `records`.
 Reverb reads each file with TensorFlow's `RecordReader`, zlib options:
 
     file   = zlib( record record ... )
-    record = TFRecord framing (`rlds_reverb.wire`: length, masked CRC32C of
+    record = TFRecord framing (`rlds_reverb._util.wire`: length, masked CRC32C of
              the length, data, masked CRC32C of the data)
 
 TensorFlow checks both CRCs: a wrong one is a DataLoss error, Reverb then
@@ -27,7 +27,7 @@ import zlib
 
 import numpy as np
 
-from rlds_reverb import wire
+from rlds_reverb._util import wire
 from rlds_reverb.checkpoints import serialize
 
 STORED = 0  # zlib level: no compression, the stream format only.

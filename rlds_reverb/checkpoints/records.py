@@ -5,7 +5,7 @@ Each file of a Reverb checkpoint is one zlib stream of TFRecords (Reverb's
 options):
 
     file = zlib( record record ... )
-    record = length | its CRC | data | its CRC     (`rlds_reverb.wire`)
+    record = length | its CRC | data | its CRC     (`rlds_reverb._util.wire`)
 
 The file is decompressed a block at a time, and only the records not yet
 handed out are held: memory is a block plus the largest record, whatever the
@@ -19,7 +19,7 @@ import zlib
 
 import numpy as np
 
-from rlds_reverb import wire
+from rlds_reverb._util import wire
 from rlds_reverb.errors import CheckpointError
 
 # Compressed bytes read at once, and most bytes one step inflates them to.

@@ -23,14 +23,14 @@ serialized in two passes over the fields, never over the messages:
 Fields are declared in ascending number, the order protobuf writes them in,
 so that a record equals what Reverb's own protos serialize, byte for byte
 (`tests/test_checkpoint_records.py` compares them). Only the wire format is
-known here (`rlds_reverb.wire`: tags, varints); `schema.py` names the fields.
+known here (`rlds_reverb._util.wire`: tags, varints); `schema.py` names the fields.
 """
 
 from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from rlds_reverb import wire
+from rlds_reverb._util import wire
 
 
 def _as_uint64(values, count: int) -> np.ndarray:

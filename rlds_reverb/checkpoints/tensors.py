@@ -24,8 +24,8 @@ from typing import Dict, List, Sequence
 import cramjam
 import numpy as np
 
-from rlds_reverb import wire
-from rlds_reverb import wording
+from rlds_reverb._util import wire
+from rlds_reverb._util import wording
 from rlds_reverb.errors import CheckpointError
 
 # TensorFlow's DataType numbers (tensorflow/core/framework/types.proto).

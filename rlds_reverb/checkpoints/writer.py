@@ -35,7 +35,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from rlds_reverb import wording
+from rlds_reverb._util import wording
 from rlds_reverb.checkpoints import directories
 from rlds_reverb.checkpoints import item_records
 from rlds_reverb.checkpoints import messages as messages_lib

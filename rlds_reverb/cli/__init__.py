@@ -18,7 +18,7 @@ import sys
 import traceback
 from typing import List, Optional
 
-from rlds_reverb import quiet
+from rlds_reverb._util import quiet
 from rlds_reverb.cli import output
 
 COMMANDS = ('demo', 'serve', 'push', 'validate', 'inspect', 'recover',

@@ -15,7 +15,7 @@ import argparse
 import time
 
 from rlds_reverb import tables
-from rlds_reverb import wording
+from rlds_reverb._util import wording
 from rlds_reverb.cli import options
 from rlds_reverb.cli import output
 

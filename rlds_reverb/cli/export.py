@@ -8,7 +8,7 @@ or a checkpoint that cannot be read.
 
 import argparse
 
-from rlds_reverb import wording
+from rlds_reverb._util import wording
 from rlds_reverb.cli import options
 from rlds_reverb.cli import output
 

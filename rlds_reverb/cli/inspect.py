@@ -7,7 +7,7 @@ figures (`cli.plot`; needs matplotlib, the 'plot' extra, imported only then).
 
 import argparse
 
-from rlds_reverb import wording
+from rlds_reverb._util import wording
 from rlds_reverb.cli import options
 from rlds_reverb.cli import output
 

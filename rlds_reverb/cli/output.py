@@ -14,7 +14,7 @@ import textwrap
 from typing import Any, Dict, List, Optional, Sequence
 
 from rlds_reverb import errors
-from rlds_reverb import wording
+from rlds_reverb._util import wording
 
 PROG = 'rlds-reverb'
 

@@ -15,9 +15,9 @@ import math
 import os
 from typing import List
 
-from rlds_reverb import files
 from rlds_reverb import stats as stats_lib
-from rlds_reverb import wording
+from rlds_reverb._util import files
+from rlds_reverb._util import wording
 from rlds_reverb.cli import output
 
 # Bars lower than 1/LOW_BAR of the tallest get their count written on them:

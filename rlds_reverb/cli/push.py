@@ -16,7 +16,7 @@ Errors name episodes by their position in the dataset (or shard) as given.
 
 import argparse
 
-from rlds_reverb import wording
+from rlds_reverb._util import wording
 from rlds_reverb.cli import options
 from rlds_reverb.cli import output
 from rlds_reverb.cli import progress as progress_lib

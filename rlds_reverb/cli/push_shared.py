@@ -12,7 +12,7 @@ workers' results without importing TensorFlow.
 import argparse
 from typing import Any, Dict, List
 
-from rlds_reverb import wording
+from rlds_reverb._util import wording
 from rlds_reverb.cli import options
 from rlds_reverb.cli import output
 

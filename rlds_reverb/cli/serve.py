@@ -28,7 +28,7 @@ from typing import Dict, List, Optional, Sequence
 from rlds_reverb import addresses
 from rlds_reverb import checkpoints
 from rlds_reverb import tables
-from rlds_reverb import wording
+from rlds_reverb._util import wording
 from rlds_reverb.cli import options
 from rlds_reverb.cli import output
 from rlds_reverb.cli import tables as table_flags

@@ -6,7 +6,7 @@ read or its step spec cannot be converted.
 
 import argparse
 
-from rlds_reverb import wording
+from rlds_reverb._util import wording
 from rlds_reverb.cli import options
 from rlds_reverb.cli import output
 from rlds_reverb.cli import progress

@@ -19,7 +19,7 @@ import argparse
 import time
 from typing import Optional
 
-from rlds_reverb import wording
+from rlds_reverb._util import wording
 from rlds_reverb.cli import output
 from rlds_reverb.cli import push_shared
 

@@ -26,11 +26,11 @@ from typing import Any, Dict, FrozenSet, Optional, Sequence, Tuple, Union
 import numpy as np
 import tensorflow as tf
 
-from rlds_reverb import whole_reads
 from rlds_reverb.convert import episodes as episodes_lib
 from rlds_reverb.errors import ColumnMismatchError
 from rlds_reverb.errors import ImageFieldError
 from rlds_reverb.push_options import ImageStorage
+from rlds_reverb.sources import whole_reads
 from rlds_reverb.specs import encoded as encoded_spec
 from rlds_reverb.specs import fields
 from rlds_reverb.specs import paths

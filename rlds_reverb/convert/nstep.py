@@ -26,9 +26,9 @@ from typing import Any, NamedTuple
 
 import tensorflow as tf
 
-from rlds_reverb import whole_reads
 from rlds_reverb.convert import episodes as episodes_lib
 from rlds_reverb.convert import step_types
+from rlds_reverb.sources import whole_reads
 from rlds_reverb.specs import fields
 from rlds_reverb.specs import step_spec as step_spec_lib
 

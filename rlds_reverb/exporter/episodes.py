@@ -31,7 +31,7 @@ from typing import Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from rlds_reverb import wording
+from rlds_reverb._util import wording
 from rlds_reverb.convert import step_types
 from rlds_reverb.errors import CheckpointError
 from rlds_reverb.exporter import items as items_lib

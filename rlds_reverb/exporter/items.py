@@ -21,8 +21,8 @@ from typing import Iterator, List
 
 import numpy as np
 
-from rlds_reverb import wire
-from rlds_reverb import wording
+from rlds_reverb._util import wire
+from rlds_reverb._util import wording
 from rlds_reverb.checkpoints import parse
 from rlds_reverb.checkpoints import records
 from rlds_reverb.errors import CheckpointError

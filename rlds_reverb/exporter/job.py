@@ -33,8 +33,8 @@ import numpy as np
 import tensorflow as tf
 
 from rlds_reverb import checkpoints
-from rlds_reverb import files
-from rlds_reverb import wording
+from rlds_reverb._util import files
+from rlds_reverb._util import wording
 from rlds_reverb.errors import CheckpointError
 from rlds_reverb.errors import DatasetDirectoryError
 from rlds_reverb.errors import ExportError

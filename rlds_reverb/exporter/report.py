@@ -17,7 +17,7 @@ first one raises instead, before anything is kept:
 import dataclasses
 from typing import Any, Dict, List
 
-from rlds_reverb import wording
+from rlds_reverb._util import wording
 from rlds_reverb.errors import ExportError
 
 

@@ -25,7 +25,7 @@ from typing import List
 from google.protobuf import message as message_lib
 import numpy as np
 
-from rlds_reverb import wording
+from rlds_reverb._util import wording
 from rlds_reverb.checkpoints import records
 from rlds_reverb.checkpoints import schema
 from rlds_reverb.checkpoints import tensors as tensors_lib

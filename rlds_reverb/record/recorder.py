@@ -27,7 +27,7 @@ import tensorflow as tf
 from tf_agents.trajectories import trajectory as trajectory_lib
 import tree
 
-from rlds_reverb import wording
+from rlds_reverb._util import wording
 from rlds_reverb.convert import step_types
 from rlds_reverb.convert import to_rlds
 from rlds_reverb.errors import DatasetDirectoryError

@@ -1,11 +1,11 @@
 """Field names, step specs, trajectory specs and table signatures.
 
-Names load lazily (`rlds_reverb.lazy`): `fields`, `paths` and `step_spec`
+Names load lazily (`rlds_reverb._util.lazy`): `fields`, `paths` and `step_spec`
 need only TensorFlow, and what reads datasets (`rlds_reverb.load`) imports
 them without TF-Agents (and gym, which it imports).
 """
 
-from rlds_reverb import lazy
+from rlds_reverb._util import lazy
 
 __getattr__, __dir__, __all__ = lazy.attach(__name__, {
     'get_rlds_step_features': 'rlds_reverb.specs.fields',

@@ -9,9 +9,9 @@ The recorder (TF-Agents drivers) and the exporter (Reverb tables) both write
 through `TrajectoryWriter`: the same steps, metadata, errors and files.
 """
 
-from rlds_reverb import lazy
+from rlds_reverb._util import lazy
 
-# Lazily (`rlds_reverb.lazy`): `recover` needs neither the encoder nor
+# Lazily (`rlds_reverb._util.lazy`): `recover` needs neither the encoder nor
 # TF-Agents, which the writer's features import.
 __getattr__, __dir__, __all__ = lazy.attach(__name__, {
     'features_from_specs': 'rlds_reverb.tfds_out.features',

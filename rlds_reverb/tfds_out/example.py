@@ -6,7 +6,7 @@
     *List     field 1, repeated; numbers packed: one length-delimited run
               float: 4 bytes, little-endian float32; int64: a varint
 
-numpy builds a whole column's payload at once (`rlds_reverb.wire`: the
+numpy builds a whole column's payload at once (`rlds_reverb._util.wire`: the
 fields and varints), where protobuf's Python API converts value by value
 and copies each list again into its parents (a column of 2 million ints
 took 0.2 s that way). Entries added in the features' order give the bytes
@@ -19,7 +19,7 @@ import numpy as np
 from tensorflow_datasets.proto import tf_example_pb2
 from tensorflow_datasets.proto import tf_feature_pb2
 
-from rlds_reverb import wire
+from rlds_reverb._util import wire
 
 _BYTES_LIST, _FLOAT_LIST, _INT64_LIST = 1, 2, 3
 _VALUES = 1  # Of each list.

@@ -35,7 +35,8 @@ from rlds_reverb.specs import step_spec as step_spec_lib
 
 
 class ImageEncoding(enum.Enum):
-  """How a uint8 [H, W, C] field is stored."""
+  """How a uint8 [H, W, C] field is stored in the RLDS dataset written
+  (`RldsRecorder(image_encoding=...)`, `export(image_encoding=...)`)."""
   PNG = 'png'  # Lossless; TFDS's default.
   JPEG = 'jpeg'  # Lossy (quality 95), smaller.
   NONE = 'none'  # A plain Tensor: an int64 per value, large.

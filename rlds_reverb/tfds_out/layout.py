@@ -24,7 +24,7 @@ from google.protobuf import json_format
 import tensorflow_datasets as tfds
 from tensorflow_datasets.core.proto import dataset_info_pb2
 
-from rlds_reverb import files
+from rlds_reverb._util import files
 from rlds_reverb.errors import DatasetDirectoryError
 
 INFO_FILE = 'dataset_info.json'

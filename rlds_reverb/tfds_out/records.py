@@ -1,6 +1,6 @@
 """Shard files: records appended durably, and read back to cut a torn tail.
 
-A record is framed as TFRecord frames it (`rlds_reverb.wire`: its length,
+A record is framed as TFRecord frames it (`rlds_reverb._util.wire`: its length,
 the length's CRC, the data, the data's CRC), the bytes TensorFlow's writer
 writes, the whole frame written, then flushed. A process killed while appending
 leaves a prefix of its last record; a machine that loses power may leave
@@ -16,8 +16,8 @@ import enum
 import os
 from typing import Optional
 
-from rlds_reverb import files
-from rlds_reverb import wire
+from rlds_reverb._util import files
+from rlds_reverb._util import wire
 
 
 class Durability(enum.Enum):

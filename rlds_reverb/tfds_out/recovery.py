@@ -22,9 +22,9 @@ import dataclasses
 import os
 from typing import List, Sequence, Tuple
 
-from rlds_reverb import files
-from rlds_reverb import wire
-from rlds_reverb import wording
+from rlds_reverb._util import files
+from rlds_reverb._util import wire
+from rlds_reverb._util import wording
 from rlds_reverb.errors import DatasetDirectoryError
 from rlds_reverb.tfds_out import layout
 from rlds_reverb.tfds_out import records

@@ -27,7 +27,7 @@ from typing import Any, Mapping, Optional
 
 import tensorflow_datasets as tfds
 
-from rlds_reverb import files
+from rlds_reverb._util import files
 from rlds_reverb.errors import DatasetDirectoryError
 from rlds_reverb.tfds_out import encode
 from rlds_reverb.tfds_out import layout

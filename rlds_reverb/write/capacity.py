@@ -19,7 +19,7 @@ floor((max_diff + samples) / samples_per_insert) - inserts) more items.
 import math
 from typing import List, Mapping, Optional
 
-from rlds_reverb import wording
+from rlds_reverb._util import wording
 
 # Reverb's MinSize limiter sets max_diff to the largest double: no limit.
 _UNLIMITED_DIFF = 1e300

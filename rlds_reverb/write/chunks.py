@@ -43,7 +43,7 @@ from typing import List, Mapping, Optional, Sequence
 import numpy as np
 
 from rlds_reverb import push_options
-from rlds_reverb import wording
+from rlds_reverb._util import wording
 from rlds_reverb.push_options import ChunkLength
 from rlds_reverb.write import columns as columns_lib
 

@@ -343,7 +343,7 @@ def _note_written(error: Exception, writer, target: server_lib.Target
   Exactly: '815 whole episodes (124,881 items) and 314 items of episode
   815', when the interruption came inside an episode.
   """
-  from rlds_reverb import wording  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb._util import wording  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   tables = target.tables
   where = (f'{wording.noun(len(tables), "table")} {", ".join(tables)} at '
            f'{target.address}')

@@ -12,7 +12,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import reverb
 
 from rlds_reverb import addresses
-from rlds_reverb import wording
+from rlds_reverb._util import wording
 from rlds_reverb.errors import ServerUnavailableError
 from rlds_reverb.errors import TableNotFoundError
 from rlds_reverb.write import items as items_lib

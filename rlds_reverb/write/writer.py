@@ -47,7 +47,7 @@ import reverb
 import tree
 
 from rlds_reverb import push_options
-from rlds_reverb import wording
+from rlds_reverb._util import wording
 from rlds_reverb.convert import encoded
 from rlds_reverb.errors import ReverbTimeoutError
 from rlds_reverb.errors import RldsReverbError

@@ -29,7 +29,7 @@ from typing import Any, Optional
 import tensorflow as tf
 from tf_agents.replay_buffers import reverb_replay_buffer
 
-from rlds_reverb import wording
+from rlds_reverb._util import wording
 from rlds_reverb.write import server as server_lib
 
 DEFAULT_TIMEOUT_S = 30.0

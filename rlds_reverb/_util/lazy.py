@@ -1,7 +1,7 @@
 """Package names that import their module on first use (PEP 562).
 
     __getattr__, __dir__, __all__ = lazy.attach(__name__, {
-        'load': 'rlds_reverb.sources', ...})
+        'load': 'rlds_reverb.sources.opening', ...})
 
 Why: a package's `__init__` runs whenever one of its modules is imported.
 Eager re-exports made `from rlds_reverb.specs import fields` import TF-Agents

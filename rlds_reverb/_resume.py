@@ -23,7 +23,7 @@ import json
 import os
 from typing import Any, Dict
 
-from rlds_reverb import files
+from rlds_reverb._util import files
 from rlds_reverb.errors import ResumeStateError
 
 FORMAT_VERSION = 2

@@ -1,0 +1,13 @@
+"""Plumbing: what every part of the package leans on, none of it a feature.
+
+    wording      how messages read: counts, sizes, one line
+    quiet        TensorFlow's, absl's, gym's and Reverb's logs silenced
+    files        files written safely: checked first, replaced whole
+    lazy         package names that import their module on first use
+    clean_exit   scripts end without "Exception ignored in __del__"
+    wire         protobuf's wire format and TFRecord's framing
+
+Private (the underscore): no public name is defined here. Each module imports
+nothing of `rlds_reverb` and knows nothing of RLDS, Reverb or TF-Agents, so
+every layer may use it; `import rlds_reverb` imports `clean_exit` only.
+"""
