@@ -15,7 +15,7 @@ from reverb.cc import schema_pb2  # pylint: disable=g-import-not-at-top
 
 from rlds_reverb.checkpoints import item_records  # pylint: disable=g-import-not-at-top
 from rlds_reverb.checkpoints import messages  # pylint: disable=g-import-not-at-top
-from rlds_reverb import wire  # pylint: disable=g-import-not-at-top
+from rlds_reverb._util import wire  # pylint: disable=g-import-not-at-top
 from rlds_reverb.errors import CheckpointWriteError  # pylint: disable=g-import-not-at-top
 from tests import test_checkpoint_records as reference  # pylint: disable=g-import-not-at-top
 

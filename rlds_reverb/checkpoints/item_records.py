@@ -35,7 +35,7 @@ from typing import Dict, List, Tuple
 import google_crc32c
 import numpy as np
 
-from rlds_reverb import wire
+from rlds_reverb._util import wire
 from rlds_reverb.checkpoints import messages
 
 _HEADER = 12
