@@ -129,14 +129,14 @@ def bundled_dataset_dir() -> str:
   return str(importlib.resources.files('rlds_reverb') / 'data' / 'cartpole')
 
 
-def describe(dataset: Union[str, Sequence[str]],
-             data_dir: Optional[str] = None) -> str:
+def display_name(dataset: Union[str, Sequence[str]],
+                 data_dir: Optional[str] = None) -> str:
   """A short human name for `dataset`, for logs and CLI output; never raises."""
   try:
     sources = _as_sources(dataset)
   except errors.SourceError:
     return repr(dataset)
-  return ' + '.join(_describe_one(source, data_dir) for source in sources)
+  return ' + '.join(_source_name(source, data_dir) for source in sources)
 
 
 def read_error_text(error: Exception,
@@ -380,42 +380,23 @@ def _select_metadata(episode, names):
 
 def _spec_differences(before, after) -> List[str]:
   """'path (spec before vs spec after)' for each field that differs."""
-  before, after = _flat_spec(before), _flat_spec(after)
-  return [f'{path} ({_spec_text(before.get(path))} vs '
-          f'{_spec_text(after.get(path))})'
-          for path in sorted(set(before) | set(after))
-          if before.get(path) != after.get(path)]
+  lines = []
+  for path, first, second in paths.spec_differences(before, after):
+    first_text, second_text = paths.difference_texts(first, second)
+    lines.append(f'{path} ({first_text} vs {second_text})')
+  return lines
 
 
-def _flat_spec(spec, prefix: str = '') -> dict:
-  """Field path -> TensorSpec, looking inside nested datasets (`steps`)."""
-  flat = {}
-  for path, leaf in paths.flatten_with_paths(spec, prefix):
-    if isinstance(leaf, tf.data.DatasetSpec):
-      flat.update(_flat_spec(leaf.element_spec, path))
-    else:
-      flat[path] = leaf
-  return flat
-
-
-def _spec_text(spec) -> str:
-  if spec is None:
-    return 'missing'
-  if isinstance(spec, tf.TensorSpec) and spec.shape.rank is not None:
-    return f'{spec.dtype.name}{spec.shape.as_list()}'
-  return repr(spec)
-
-
-def _describe_one(source: str, data_dir: Optional[str]) -> str:
+def _source_name(source: str, data_dir: Optional[str]) -> str:
   if source == BUNDLED:
     return f'{BUNDLED} (CartPole-v1, {bundled_dataset_dir()})'
   path = os.path.expanduser(source)
   if os.path.isdir(path):
-    return _describe_directory(path)
+    return _directory_name(path)
   return f"TFDS '{source}' in {data_dir or 'the default data dir'}"
 
 
-def _describe_directory(path: str) -> str:
+def _directory_name(path: str) -> str:
   try:
     with open(os.path.join(_version_dir(path), _INFO_FILE)) as f:
       info = json.load(f)
