@@ -142,12 +142,12 @@ class Source:
     return None if self.shard is None else '/'.join(map(str, self.shard))
 
   def key(self) -> Dict[str, Any]:
-    return {'dataset': sources.describe(self.dataset, self.data_dir),
+    return {'dataset': sources.display_name(self.dataset, self.data_dir),
             'split': self.split, 'shard': self.shard_text()}
 
   def __str__(self) -> str:
     shard = '' if self.shard is None else f' shard {self.shard_text()}'
-    return f'{sources.describe(self.dataset, self.data_dir)}{shard}'
+    return f'{sources.display_name(self.dataset, self.data_dir)}{shard}'
 
 
 @dataclasses.dataclass(frozen=True)

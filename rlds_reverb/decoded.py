@@ -58,9 +58,10 @@ def decode_images(dataset: tf.data.Dataset, stored_spec_or_signature: Any,
     fn = functools.partial(_decode_data, decode=decode)
   else:
     raise ImageFieldError(
-        f'The dataset elements ({element}) do not have the structure of the '
-        f'stored spec ({stored_spec_or_signature}), nor does their first '
-        f'part.')
+        f'The dataset elements ({paths.nest_text(element)}) do not have the '
+        f'structure of the stored spec '
+        f'({paths.nest_text(stored_spec_or_signature)}), nor does their '
+        f'first part.')
   return dataset.map(fn, num_parallel_calls=num_parallel_calls,
                      deterministic=True)
 
@@ -195,9 +196,3 @@ def _signed_item_spec(info, address: str) -> Any:
         f'Table {info.name!r} at {address} has no signature: pass the stored '
         f'data_spec to EncodedReplayBuffer.')
   return stored_item_spec(info.signature)
-
-
-def describe(spec: Any) -> str:
-  """'observation: png uint8[72,96,3]; ...' of the encoded fields."""
-  return '; '.join(f'{path}: {image.format} {paths.spec_text(image.frame)}'
-                   for path, image in encoded_spec.encoded_fields(spec).items())

@@ -267,21 +267,16 @@ def check_same_spec(expected, actual,
   except (TypeError, ValueError) as e:
     raise MixedReplayError(
         f'The {what} has another structure than the offline data spec: '
-        f'{actual} vs {expected}.') from e
+        f'{paths.nest_text(actual)} vs {paths.nest_text(expected)}.') from e
+  actual = tf.nest.pack_sequence_as(expected, tf.nest.flatten(actual))
   differing = [
-      f'{path}: {describe(b)} vs {describe(a)}'
-      for (path, a), b in zip(paths.flatten_with_paths(expected),
-                              tf.nest.flatten(actual))
-      if a.dtype != b.dtype or a.shape != b.shape]
+      f'{path}: {paths.spec_text(a)} vs {paths.spec_text(e)}'
+      for path, e, a in paths.spec_differences(
+          expected, actual, paths.same_dtype_and_shape)]
   if differing:
     raise MixedReplayError(
         f'The {what} differs from the offline data spec: '
         + '; '.join(differing) + '.')
-
-
-def describe(spec) -> str:
-  """'float32[2, 4]'."""
-  return f'{spec.dtype.name}{spec.shape.as_list()}'
 
 
 def check_keeps_items(buffer, name: str) -> None:

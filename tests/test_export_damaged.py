@@ -137,6 +137,6 @@ def test_chunk_that_does_not_fit_the_signature_names_chunk_and_column(
 
   assert re.fullmatch(
       rf'{re.escape(directory)}/chunks.tfrecord: chunk \d+ holds float64'
-      r'\[1, 3\]; column 1 of the signature is float32\[3\] and its range '
+      r'\[1,3\]; column 1 of the signature is float32\[3\] and its range '
       r'says 1 step\.', str(raised.value)), str(raised.value)
   assert sorted(os.listdir(tmp_path)) == ['ckpt']

@@ -440,7 +440,7 @@ def spec_of(env, info_spec=driver_data.DICT_INFO_SPEC):
     (lambda spec: spec._replace(reward=3.0),
      'data_spec reward is a float, not a spec.'),
     (lambda spec: spec._replace(reward=tf.TensorSpec([None], tf.float32)),
-     'data_spec reward has shape (None,); the recorder needs fully known '
+     'data_spec reward has shape [?]; the recorder needs fully known '
      'shapes.'),
 ])
 def test_specs_the_recorder_refuses(tmp_path, make_spec, message):
@@ -476,7 +476,7 @@ def first_trajectories(count: int = 2, batch_size=None):
      re.escape('Trajectory field observation/pixels holds float64 values; '
                'data_spec says uint8.')),
     (lambda t: t._replace(step_type=np.zeros([1, 1], np.int32)),
-     re.escape('The trajectory has step_type of shape [1, 1]; expected [] '
+     re.escape('The trajectory has step_type of shape [1,1]; expected [] '
                '(unbatched) or [batch_size].')),
 ])
 def test_first_trajectories_the_recorder_refuses(tmp_path, change, message):

@@ -440,16 +440,16 @@ def test_bundled_is_package_data(tmp_path):
     assert f'rlds_reverb/data/cartpole/{name}' in listed.splitlines(), name
 
 
-# --- describe. ---------------------------------------------------------------
+# --- display_name. -----------------------------------------------------------
 
-def test_describe(catalog):
+def test_display_name(catalog):
   alpha = os.path.join(catalog, 'alpha')
-  assert sources.describe(alpha) == f'alpha:1.0.0 ({alpha})'
-  assert sources.describe(['d4rl/x', alpha], data_dir='/data') == (
+  assert sources.display_name(alpha) == f'alpha:1.0.0 ({alpha})'
+  assert sources.display_name(['d4rl/x', alpha], data_dir='/data') == (
       f"TFDS 'd4rl/x' in /data + alpha:1.0.0 ({alpha})")
-  assert sources.describe(sources.BUNDLED) == (
+  assert sources.display_name(sources.BUNDLED) == (
       f'bundled:cartpole (CartPole-v1, {sources.bundled_dataset_dir()})')
-  assert sources.describe([]) == '[]'
+  assert sources.display_name([]) == '[]'
 
 
 def test_bundled_info_names_the_dataset():

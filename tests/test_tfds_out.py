@@ -172,7 +172,7 @@ FEATURE_ERRORS = {
     'unknown_rank': (
         rlds_spec(tf.TensorSpec(None, tf.float32)), None, 'png',
         errors.FeaturesError,
-        'steps/observation is TensorSpec; a TFDS Tensor feature needs a '
+        'steps/observation is float32[...]; a TFDS Tensor feature needs a '
         'known shape (only an image may have unknown height and width).'),
     'metadata_named_steps': (
         rlds_spec(FRAME), {'steps': STRING_SPEC}, 'png', errors.FeaturesError,
@@ -221,7 +221,7 @@ FEATURE_ERRORS = {
         rlds_spec(FRAME, is_last=tf.TensorSpec([], tf.int32)), None, 'png',
         errors.StepSpecError,
         "RLDS step field 'steps/is_last' must be a bool scalar (or hold one "
-        "element), got TensorSpec(shape=(), dtype=tf.int32, name=None)."),
+        "element), got int32[]."),
 }
 
 

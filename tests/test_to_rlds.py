@@ -225,12 +225,12 @@ MALFORMED = {
         f'FIRST there ({TAIL}).'),
     'no_trajectories': (
         episode_of([], []),
-        'The episode has no trajectories: step_type is (0,); expected [T] '
+        'The episode has no trajectories: step_type is [0]; expected [T] '
         'with T >= 1.'),
     'a_field_of_another_length': (
         episode_of([F, M, L], [M, L, F],
                    observation={'x': np.zeros((2, 3), np.float32)}),
-        'Trajectory field observation/x has shape [2, 3]; every field needs '
+        'Trajectory field observation/x has shape [2,3]; every field needs '
         'the leading dimension of step_type, 3.'),
     'a_scalar_field': (
         episode_of([F, L], [L, F], reward=np.float32(1)),

@@ -27,6 +27,7 @@ import numpy as np
 from rlds_reverb._util import wire
 from rlds_reverb._util import wording
 from rlds_reverb.errors import CheckpointError
+from rlds_reverb.specs import paths
 
 # TensorFlow's DataType numbers (tensorflow/core/framework/types.proto).
 STRING = 7
@@ -69,7 +70,7 @@ def decode(tensor, delta_encoded: bool, where: str) -> np.ndarray:
   if written != values.nbytes:
     raise CheckpointError(
         f'{where}: its snappy data holds {wording.count(written, "byte")}; a '
-        f'{dtype.name}{list(shape)} tensor has '
+        f'{paths.dtype_shape_text(dtype, shape)} tensor has '
         f'{wording.number(values.nbytes)}.')
   if delta_encoded and values.ndim >= 2 and dtype.kind in 'iu':
     _undo_deltas(values)
@@ -92,7 +93,7 @@ def _strings(tensor, shape, where: str) -> np.ndarray:
     items = _decoded_strings(tensor.tensor_content, count, where)
   if len(items) != count:
     raise CheckpointError(
-        f'{where}: a string tensor of shape {list(shape)} holds '
+        f'{where}: a string tensor of shape {paths.shape_text(shape)} holds '
         f'{wording.count(len(items), "string")}.')
   values = np.empty(count, dtype=object)
   values[:] = items

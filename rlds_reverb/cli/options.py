@@ -69,7 +69,7 @@ def reading(args: argparse.Namespace):
   try:
     yield
   except tf.errors.OpError as e:
-    name = sources.describe(args.dataset, args.data_dir)
+    name = sources.display_name(args.dataset, args.data_dir)
     reason = sources.read_error_text(e, args.dataset, args.data_dir)
     raise CliError(f'Cannot read {name}: {reason}', EXIT_USAGE) from e
 
@@ -129,7 +129,7 @@ def step_format(args: argparse.Namespace, rlds_data):
       from rlds_reverb.convert import encoded  # pylint: disable=g-import-not-at-top,import-outside-toplevel
       found = encoded.encoding_of(rlds_data, storage).named(found)
   except (StepSpecError, ImageFieldError) as e:
-    name = sources.describe(args.dataset, args.data_dir)
+    name = sources.display_name(args.dataset, args.data_dir)
     raise CliError(f'{name}: {error_line(e)}', EXIT_USAGE) from e
   return found, specs.trajectory_spec(found.spec)
 

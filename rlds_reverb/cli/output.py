@@ -155,9 +155,5 @@ def spec_fields(structure: Any) -> List[Dict[str, Any]]:
 
 def spec_text(structure: Any) -> str:
   """'observation float32[4], action int64[]' for a nest of specs."""
-  return ', '.join(f"{f['field']} {f['dtype']}{_shape_text(f['shape'])}"
-                   for f in spec_fields(structure))
-
-
-def _shape_text(shape: Sequence[Optional[int]]) -> str:
-  return '[' + ','.join('?' if d is None else str(d) for d in shape) + ']'
+  from rlds_reverb.specs import paths  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  return paths.nest_text(structure)

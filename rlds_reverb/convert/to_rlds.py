@@ -194,13 +194,15 @@ def _check_lengths(arrays: trajectory_lib.Trajectory) -> None:
   if length == 0:
     raise MalformedEpisodeError(
         'The episode has no trajectories: step_type is '
-        f'{np.shape(arrays.step_type)}; expected [T] with T >= 1.')
+        f'{paths.shape_text(np.shape(arrays.step_type))}; expected [T] with '
+        f'T >= 1.')
   if all(_leads_with(leaf, length) for leaf in tree.flatten(arrays)):
     return  # The usual case, without the cost of naming every path.
   for path, leaf in paths.flatten_with_paths(arrays._asdict()):
     if not _leads_with(leaf, length):
       raise MalformedEpisodeError(
-          f'Trajectory field {path} has shape {list(np.shape(leaf))}; every '
+          f'Trajectory field {path} has shape '
+          f'{paths.shape_text(np.shape(leaf))}; every '
           f'field needs the leading dimension of step_type, {length}.')
 
 

@@ -38,6 +38,7 @@ from rlds_reverb.exporter import items as items_lib
 from rlds_reverb.exporter import report as report_lib
 from rlds_reverb.exporter import store as store_lib
 from rlds_reverb.specs import dtypes
+from rlds_reverb.specs import paths
 
 WINDOW_STEPS = 4096  # Most steps decoded at once per column,
 WINDOW_BYTES = 8 << 20  # and about this many bytes of rows of all columns.
@@ -178,9 +179,9 @@ class ReverbEpisode:
         not _fits(values.shape[1:], shape)):
       key = self._store.index.keys[part.positions[piece]]
       raise CheckpointError(
-          f'{self._store.path}: chunk {key} holds {values.dtype.name}'
-          f'{list(values.shape)}; column {column} of the signature is '
-          f'{dtype.name}{list(shape)} and its range says '
+          f'{self._store.path}: chunk {key} holds '
+          f'{paths.spec_text(values)}; column {column} of the signature is '
+          f'{paths.dtype_shape_text(dtype, shape)} and its range says '
           f'{wording.count(steps, "step")}.')
 
   def _check_no_overlap(self, column: int, part: Pieces) -> None:

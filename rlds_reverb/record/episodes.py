@@ -56,8 +56,8 @@ def leaves_of(data_spec: trajectory_lib.Trajectory) -> List[Leaf]:
     shape = tf.TensorShape(spec.shape)
     if not shape.is_fully_defined():
       raise FeaturesError(
-          f'data_spec {name} has shape {shape}; the recorder needs fully '
-          f'known shapes.')
+          f'data_spec {name} has shape {paths.shape_text(shape)}; the '
+          f'recorder needs fully known shapes.')
     leaves.append(Leaf(name, path[0], dtypes.numpy_dtype(spec.dtype),
                        tuple(shape.as_list())))
   return leaves

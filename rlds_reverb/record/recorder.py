@@ -35,6 +35,7 @@ from rlds_reverb.errors import FeaturesError
 from rlds_reverb.record import episodes
 from rlds_reverb.record import infos as infos_lib
 from rlds_reverb.record.columns import StepColumns
+from rlds_reverb.specs import paths
 from rlds_reverb.tfds_out import Durability
 from rlds_reverb.tfds_out import ImageEncoding
 from rlds_reverb.tfds_out.features import ImageEncodings
@@ -353,7 +354,8 @@ class _Driving:
     outer = np.shape(first[step_type_index])
     if len(outer) > 1:
       raise FeaturesError(
-          f'The trajectory has step_type of shape {list(outer)}; expected '
+          f'The trajectory has step_type of shape '
+          f'{paths.shape_text(outer)}; expected '
           f'[] (unbatched) or [batch_size].')
     self.batch_size = outer[0] if outer else None
     self._leaves = leaves
@@ -382,8 +384,10 @@ class _Driving:
       # of a step's bookkeeping.
       if getattr(leaf, 'shape', None) != shape and np.shape(leaf) != shape:
         raise FeaturesError(
-            f'Trajectory field {spec.path} has shape {list(np.shape(leaf))}; '
-            f'expected {list(shape)} (data_spec {list(spec.shape)}'
+            f'Trajectory field {spec.path} has shape '
+            f'{paths.shape_text(np.shape(leaf))}; expected '
+            f'{paths.shape_text(shape)} (data_spec '
+            f'{paths.shape_text(spec.shape)}'
             f'{", batched" if self.batch_size else ""}).')
 
   def _check_kinds(self, leaves) -> None:
@@ -391,8 +395,9 @@ class _Driving:
       kind = np.asarray(leaf).dtype.kind
       if kind not in _ACCEPTED_KINDS[spec.dtype.kind]:
         raise FeaturesError(
-            f'Trajectory field {spec.path} holds {np.asarray(leaf).dtype} '
-            f'values; data_spec says {spec.dtype}.')
+            f'Trajectory field {spec.path} holds '
+            f'{paths.dtype_text(np.asarray(leaf).dtype)} values; data_spec '
+            f'says {paths.dtype_text(spec.dtype)}.')
 
   def begin(self, env: int, index: int) -> None:
     if self.starts[env] == _NO_EPISODE:
@@ -436,8 +441,8 @@ class _FinalTimeStep:
     if np.shape(self._step_type) != outer:
       raise ValueError(
           f'final_time_step has step_type of shape '
-          f'{list(np.shape(self._step_type))}; the driver gave trajectories '
-          f'of batch shape {list(outer)}.')
+          f'{paths.shape_text(np.shape(self._step_type))}; the driver gave '
+          f'trajectories of batch shape {paths.shape_text(outer)}.')
     self._observation = tree.flatten(time_step.observation)
 
   def check(self, env: int, last_next_step_type: int,
@@ -460,7 +465,8 @@ class _FinalTimeStep:
       if np.shape(value) != spec.shape:
         raise ValueError(
             f'final_time_step {spec.path} of env {env} has shape '
-            f'{list(np.shape(value))}; expected {list(spec.shape)}.')
+            f'{paths.shape_text(np.shape(value))}; expected '
+            f'{paths.shape_text(spec.shape)}.')
 
   def observation(self, env: int) -> List[np.ndarray]:
     if self._batch_size is None:

@@ -11,7 +11,7 @@
     combining.py    several sources as one dataset; the metadata they share
     whole_reads.py  the same episodes with steps as [T, ...] tensors, faster
     read_errors.py  `read_error_text`: which file a cut or corrupt record is in
-    naming.py       `describe`: a source's short human name
+    naming.py       `display_name`: a source's short human name
     bundled.py      `BUNDLED`: the CartPole-v1 episodes in the package
 
 Sources know nothing of specs beyond field names, of conversion or of Reverb.
@@ -21,7 +21,7 @@ The names below are what the rest of the package uses; `load` is public as
 
 from rlds_reverb.sources.bundled import BUNDLED
 from rlds_reverb.sources.bundled import bundled_dataset_dir
-from rlds_reverb.sources.naming import describe
+from rlds_reverb.sources.naming import display_name
 from rlds_reverb.sources.opening import builders
 from rlds_reverb.sources.opening import load
 from rlds_reverb.sources.read_errors import read_error_text

@@ -95,27 +95,8 @@ def _select_metadata(episode, names):
 
 def _spec_differences(before, after) -> List[str]:
   """'path (spec before vs spec after)' for each field that differs."""
-  before, after = _flat_spec(before), _flat_spec(after)
-  return [f'{path} ({_spec_text(before.get(path))} vs '
-          f'{_spec_text(after.get(path))})'
-          for path in sorted(set(before) | set(after))
-          if before.get(path) != after.get(path)]
-
-
-def _flat_spec(spec, prefix: str = '') -> dict:
-  """Field path -> TensorSpec, looking inside nested datasets (`steps`)."""
-  flat = {}
-  for path, leaf in paths.flatten_with_paths(spec, prefix):
-    if isinstance(leaf, tf.data.DatasetSpec):
-      flat.update(_flat_spec(leaf.element_spec, path))
-    else:
-      flat[path] = leaf
-  return flat
-
-
-def _spec_text(spec) -> str:
-  if spec is None:
-    return 'missing'
-  if isinstance(spec, tf.TensorSpec) and spec.shape.rank is not None:
-    return f'{spec.dtype.name}{spec.shape.as_list()}'
-  return repr(spec)
+  lines = []
+  for path, first, second in paths.spec_differences(before, after):
+    first_text, second_text = paths.difference_texts(first, second)
+    lines.append(f'{path} ({first_text} vs {second_text})')
+  return lines

@@ -14,27 +14,27 @@ from rlds_reverb.sources import bundled
 from rlds_reverb.sources import opening
 
 
-def describe(dataset: Union[str, Sequence[str]],
-             data_dir: Optional[str] = None) -> str:
+def display_name(dataset: Union[str, Sequence[str]],
+                 data_dir: Optional[str] = None) -> str:
   """A short human name for `dataset`, for logs and CLI output; never raises."""
   try:
     sources = opening.as_sources(dataset)
   except errors.SourceError:
     return repr(dataset)
-  return ' + '.join(_describe_one(source, data_dir) for source in sources)
+  return ' + '.join(_source_name(source, data_dir) for source in sources)
 
 
-def _describe_one(source: str, data_dir: Optional[str]) -> str:
+def _source_name(source: str, data_dir: Optional[str]) -> str:
   if source == bundled.BUNDLED:
     return (f'{bundled.BUNDLED} (CartPole-v1, '
             f'{bundled.bundled_dataset_dir()})')
   path = os.path.expanduser(source)
   if os.path.isdir(path):
-    return _describe_directory(path)
+    return _directory_name(path)
   return f"TFDS '{source}' in {data_dir or 'the default data dir'}"
 
 
-def _describe_directory(path: str) -> str:
+def _directory_name(path: str) -> str:
   try:
     directory = opening.version_directory(path)
     with open(os.path.join(directory, opening.INFO_FILE)) as f:

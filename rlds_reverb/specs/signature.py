@@ -44,19 +44,17 @@ def check_item_signature(
 
 def spec_differences(table_spec: Any, data_spec: Any) -> List[str]:
   """One line per field whose specs differ, or that only one side has."""
-  table_fields = dict(paths.flatten_with_paths(table_spec))
-  data_fields = dict(paths.flatten_with_paths(data_spec))
   lines = []
-  for path in sorted(table_fields.keys() | data_fields.keys()):
+  for path, table, data in paths.spec_differences(table_spec, data_spec):
     name = path or '<root>'
-    if path not in data_fields:
-      lines.append(f'{name}: table has {table_fields[path]}, data has no field')
-    elif path not in table_fields:
-      lines.append(f'{name}: table has no field, data has {data_fields[path]}')
-    elif table_fields[path] != data_fields[path]:
-      lines.append(
-          f'{name}: table has {table_fields[path]}, data has {data_fields[path]}'
-          f'{_images_hint(table_fields[path], data_fields[path])}')
+    table_text, data_text = paths.difference_texts(table, data)
+    if data is None:
+      lines.append(f'{name}: table has {table_text}, data has no field')
+    elif table is None:
+      lines.append(f'{name}: table has no field, data has {data_text}')
+    else:
+      lines.append(f'{name}: table has {table_text}, data has {data_text}'
+                   f'{_images_hint(table, data)}')
   return lines
 
 

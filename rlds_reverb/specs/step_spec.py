@@ -56,8 +56,8 @@ class StepFormat:
     """One sentence per field read otherwise than it is stored."""
     notes = [_DEFAULT_NOTES[name] for name in self.defaulted]
     notes += [f'{fields.STEPS}/{name} has shape '
-              f'{self.stored[name].shape.as_list()}: read as the scalar it '
-              f'holds.' for name in self.squeezed]
+              f'{paths.shape_text(self.stored[name].shape)}: read as the '
+              f'scalar it holds.' for name in self.squeezed]
     return notes
 
   def complete(self, steps: Dict[str, Any]) -> Dict[str, Any]:
@@ -110,7 +110,7 @@ def step_format(rlds_data: tf.data.Dataset, strict: bool = False) -> StepFormat:
     return format_of(tf.nest.map_structure(_one_step, steps), strict)
   raise StepSpecError(
       f"RLDS episode field '{fields.STEPS}' must be a tf.data.Dataset of "
-      f'steps, got {steps}.')
+      f'steps, got {paths.spec_text(steps)}.')
 
 
 def _is_whole(steps: Any) -> bool:
@@ -186,7 +186,7 @@ def _check_scalar(spec: Any, name: str, strict: bool) -> None:
     one_element = '' if strict else ' (or hold one element)'
     raise StepSpecError(
         f"RLDS step field '{fields.STEPS}/{name}' must be {kind} "
-        f'scalar{one_element}, got {spec}.')
+        f'scalar{one_element}, got {paths.spec_text(spec)}.')
 
 
 def _is_real_number(dtype: tf.DType) -> bool:
@@ -198,7 +198,8 @@ def _check_dense(structure: Any, path: str) -> None:
   for leaf_path, leaf in paths.flatten_with_paths(structure, path):
     if not isinstance(leaf, tf.TensorSpec):
       raise StepSpecError(
-          f"RLDS step field '{leaf_path}' must be a dense tensor, got {leaf}.")
+          f"RLDS step field '{leaf_path}' must be a dense tensor, got "
+          f'{paths.spec_text(leaf)}.')
 
 
 def _episode_text(spec: Any) -> str:
@@ -206,8 +207,7 @@ def _episode_text(spec: Any) -> str:
   if not isinstance(spec, dict):
     return (f'Each element is {paths.spec_text(spec)}, not a dict with '
             f"'{fields.STEPS}'.")
-  held = ', '.join(f'{path} {paths.spec_text(leaf)}'
-                   for path, leaf in paths.flatten_with_paths(spec))
+  held = paths.nest_text(spec)
   if fields.IS_FIRST in spec:
     return (f'Its elements are RLDS steps ({held}), not episodes: pass a '
             f"dataset of {{'{fields.STEPS}': Dataset of steps}}.")

@@ -30,6 +30,7 @@ from rlds_reverb.convert import encoded as encoded_frames
 from rlds_reverb.convert import to_rlds
 from rlds_reverb.errors import FeaturesError
 from rlds_reverb.specs import fields
+from rlds_reverb.specs import paths
 from rlds_reverb.tfds_out import example
 
 # Value kinds (numpy `dtype.kind`) each feature kind takes.
@@ -255,11 +256,9 @@ def _fits(shape: Tuple[int, ...], expected: Tuple[Optional[int], ...]) -> bool:
 
 def _text(dtype: np.dtype, shape, per_step: bool = False) -> str:
   """'float32[20,3]'; 'float32[T,3]' for a step column of unknown length."""
-  kind = 'O' if dtype == np.object_ else dtype.kind
-  name = 'string' if kind in 'SUO' else dtype.name
-  dims = [('T' if per_step and i == 0 else '?') if d is None else str(d)
+  dims = ['T' if per_step and i == 0 and d is None else d
           for i, d in enumerate(shape)]
-  return f'{name}[{",".join(dims)}]'
+  return paths.dtype_shape_text(dtype, dims)
 
 
 def _as_bytes(array: np.ndarray, column: Column, where: str) -> np.ndarray:

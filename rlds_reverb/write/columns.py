@@ -81,20 +81,13 @@ def shapes(arrays: Sequence[np.ndarray]) -> Tuple[Shape, ...]:
 
 def _mismatch(column: Column, array: np.ndarray) -> Optional[str]:
   if array.dtype != column.dtype:
-    return (f'rows of dtype {_dtype_name(array.dtype)}, the table expects '
-            f'{_dtype_name(column.dtype)}')
+    return (f'rows of dtype {paths.dtype_text(array.dtype)}, the table '
+            f'expects {paths.dtype_text(column.dtype)}')
   row_shape = array.shape[1:]
   if len(row_shape) != len(column.shape) or any(
       want is not None and want != got
       for want, got in zip(column.shape, row_shape)):
-    return (f'rows of shape {_shape_text(row_shape)}, the table expects '
-            f'{_shape_text(column.shape)}')
+    return (f'rows of shape {paths.shape_text(row_shape)}, the table '
+            f'expects {paths.shape_text(column.shape)}')
   return None
 
-
-def _dtype_name(dtype: np.dtype) -> str:
-  return 'string' if dtype == object else dtype.name
-
-
-def _shape_text(shape: Shape) -> str:
-  return '[' + ','.join('?' if d is None else str(d) for d in shape) + ']'
