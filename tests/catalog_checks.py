@@ -13,7 +13,7 @@
 
 Each check raises at the first difference (AssertionError), or lets the
 library's own error through. Items are read back from real Reverb servers on
-localhost, FIFO tables drained once (`take_all`), and compared in insertion
+localhost, FIFO tables drained once (`drain`), and compared in insertion
 order with `catalog_data.expected_items` of what TFDS decodes from the
 directory.
 """
@@ -37,8 +37,8 @@ from rlds_reverb._util import wording
 from tests import catalog
 from tests import catalog_data
 from tests import reverb_tables
-from tests.test_push import client_of
-from tests.test_push import take_all
+from tests.reverb_tables import client_of
+from tests.reverb_tables import drain
 
 TABLE = 'items'
 SEQUENCE_LENGTH = 2
@@ -110,7 +110,7 @@ def check_push(case: Case) -> None:
       warnings.simplefilter('always')
       result = rlds_reverb.push(data, reverb_tables.address(server), TABLE,
                                 sequence_length=SEQUENCE_LENGTH)
-    got = [item for _, item in take_all(server, TABLE)]
+    got = [item for _, item in drain(server, TABLE)]
   finally:
     server.stop()
   assert (result.episodes, result.items) == (len(case.lengths),
@@ -159,7 +159,7 @@ def tfa_check_push(case: Case) -> None:
     tfa_rlds.push_rlds_to_reverb(data, observer)
     observer.flush()
     observer.close()
-    got = [item for _, item in take_all(server, TABLE)]
+    got = [item for _, item in drain(server, TABLE)]
   finally:
     server.stop()
   _assert_all_equal(case.items, got, 'item')

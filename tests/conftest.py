@@ -29,6 +29,38 @@ def make_server():
     server.stop()
 
 
+@pytest.fixture(scope='module')
+def module_server(served_tables):
+  """One real Reverb server per test module, holding the module's tables.
+
+  A module that serves tables names them in a module-scoped fixture
+  `served_tables` (a list of `reverb.Table`): what differs from module to
+  module is only which tables, signed for what; the tests take `server`.
+  """
+  server = reverb_tables.start_server(served_tables)
+  yield server
+  server.stop()
+
+
+@pytest.fixture
+def server(module_server):
+  """The module's server with every table emptied: each test starts clean."""
+  reverb_tables.empty(module_server)
+  return module_server
+
+
+@pytest.fixture
+def empty_server(server):
+  """`server`, by the name the command-line tests give it."""
+  return server
+
+
+@pytest.fixture
+def address(server):
+  """'localhost:PORT' of `server`, its tables emptied."""
+  return reverb_tables.address(server)
+
+
 @pytest.fixture
 def silent_address():
   """'localhost:PORT' of a host that takes connections and never answers.

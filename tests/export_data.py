@@ -19,6 +19,8 @@ import reverb
 import tensorflow as tf
 
 from rlds_reverb import tables
+from rlds_reverb.convert import to_rlds
+from rlds_reverb.specs import paths as specs_paths
 from rlds_reverb.specs import signature as signature_lib
 from rlds_reverb.tfds_out import EpisodeWriter
 from rlds_reverb.tfds_out import features_from_specs
@@ -61,6 +63,13 @@ def policy_info(current, following):
   """The `policy_info_fn` of push: the step's own policy_info field."""
   del following
   return current['policy_info']
+
+
+def leaf_index(trajectory_spec, name: str) -> int:
+  """Where the field `name` is among a trajectory's flat leaves."""
+  names = [name for name, _ in specs_paths.flatten_with_paths(
+      to_rlds.as_dicts(trajectory_spec))]
+  return names.index(name)
 
 
 def write_source(directory: str, episodes: List[Episode],

@@ -6,7 +6,10 @@ image and a vector), episodes that terminate at random (discount 0) or are
 truncated by TF-Agents' `TimeLimit` (discount 1); `policy(env, seed)` a
 random policy with a dict `policy_info`. `cartpole(limit)` is gym's
 CartPole-v1 through `suite_gym`, its time limit gym's own (discount 0 and
-`TimeLimit.truncated` in the info). `expected_episodes` splits what a driver
+`TimeLimit.truncated` in the info). `tf_setup(batch_size, seed)` is a
+batch of random environments as a TF environment, with a random TF policy;
+`numpy_list_observer` a TF driver's observer that keeps its trajectories as
+numpy. `expected_episodes` splits what a driver
 gave (all its trajectories, batched or not) into each environment's
 episodes, in the order they ended, as the recorder should write them.
 """
@@ -15,11 +18,15 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import gym
 import numpy as np
+import tensorflow as tf
 from tf_agents.environments import batched_py_environment
 from tf_agents.environments import random_py_environment
 from tf_agents.environments import suite_gym
+from tf_agents.environments import tf_py_environment
 from tf_agents.environments import wrappers
 from tf_agents.policies import random_py_policy
+from tf_agents.policies import random_tf_policy
+from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 import tree
 
@@ -50,6 +57,27 @@ def cartpole(limit: int):
   """CartPole-v1 whose episodes gym's TimeLimit cuts after `limit` steps."""
   return suite_gym.load('CartPole-v1', gym_env_wrappers=[
       lambda env: gym.wrappers.TimeLimit(env, limit)])
+
+
+def tf_setup(batch_size: int, seed: int):
+  """A batch of random environments as one TF environment; a random TF
+  policy for it with a dict policy_info."""
+  tf_env = tf_py_environment.TFPyEnvironment(batched(
+      [random_env(seed=seed + i) for i in range(batch_size)]))
+  policy = random_tf_policy.RandomTFPolicy(
+      tf_env.time_step_spec(), tf_env.action_spec(),
+      info_spec=tensor_spec.from_spec(driver_data.DICT_INFO_SPEC))
+  return tf_env, policy
+
+
+def numpy_list_observer(trajectories):
+  """The driver's own trajectories, as numpy, from inside its graph."""
+  def observe(trajectory):
+    def append(*leaves):
+      trajectories.append(tree.unflatten_as(trajectory, list(leaves)))
+      return np.bool_(True)
+    return tf.numpy_function(append, tf.nest.flatten(trajectory), tf.bool)
+  return observe
 
 
 def per_env(trajectories: List[Any], batch_size: Optional[int]):

@@ -1,12 +1,14 @@
 """Real Reverb servers and tables for tests, and reading tables back."""
 
-from typing import List, Sequence, Tuple
+from typing import Any, List, Sequence, Tuple
 
 import numpy as np
 import reverb
 import tensorflow as tf
 import tree
 
+import rlds_reverb
+from rlds_reverb import specs
 from rlds_reverb import tables
 
 
@@ -15,6 +17,22 @@ def fifo_table(name: str, signature=None,
   """A table that gives each item once, oldest first: drainable exactly
   (`tables.fifo`)."""
   return tables.table(tables.fifo(name, max_size), signature)
+
+
+def signature_for(data) -> Any:
+  """The table signature of `data`'s trajectories: an RLDS tf.data dataset,
+  or a source `rlds_reverb.load` reads (a directory, 'bundled:cartpole')."""
+  if not isinstance(data, tf.data.Dataset):
+    data = rlds_reverb.load(data)
+  return specs.table_signature(rlds_reverb.create_trajectory_data_spec(data))
+
+
+def float64_signature(signature):
+  """`signature` with its float32 fields (observation, reward, discount) as
+  float64: a table that differs from the data in three fields."""
+  return tf.nest.map_structure(
+      lambda spec: tf.TensorSpec(spec.shape, tf.float64, spec.name)
+      if spec.dtype == tf.float32 else spec, signature)
 
 
 def start_server(tables: Sequence[reverb.Table], port=None) -> reverb.Server:
@@ -28,39 +46,55 @@ def address(server) -> str:
   return f'localhost:{server.port}'
 
 
+def client_of(server) -> reverb.Client:
+  return reverb.Client(address(server))
+
+
 def table_size(client: reverb.Client, table: str) -> int:
   return client.server_info(timeout=10)[table].current_size
 
 
-def drain(server, table: str) -> List[Tuple[float, object]]:
-  """Every item of a signed fifo_table: (priority, data as numpy nest).
+def drain(server, table: str) -> List[Tuple[float, Any]]:
+  """Every item of a fifo-sampled table, oldest first, each once:
+  (priority, data), data a numpy nest of the table's signature (its flat
+  leaves if it has none). The table ends empty.
 
-  `server`: a `reverb.Server` or its address.
+  `server`: a `reverb.Server` or its address. Through `Client.sample` (a
+  tf.data reader takes seconds to shut down on an emptied table). A table that
+  removes an item once sampled (`max_times_sampled=1`, `fifo_table`) gives
+  them all in one call; one that keeps them (`serve`'s) gives the oldest each
+  time, deleted once read.
   """
   client = reverb.Client(address(server))
-  count = table_size(client, table)
-  if count == 0:
-    return []
-  dataset = reverb.TrajectoryDataset.from_table_signature(
-      address(server), table, max_in_flight_samples_per_worker=1)
-  items = []
-  for sample in dataset.take(count):
-    items.append((float(sample.info.priority),
-                  tree.map_structure(np.asarray, sample.data)))
+  info = client.server_info(timeout=10)[table]
+  signed = info.signature is not None
+  if info.max_times_sampled == 1:
+    samples = list(client.sample(
+        table, num_samples=info.current_size, emit_timesteps=False,
+        unpack_as_table_signature=signed)) if info.current_size else []
+    assert len(samples) == info.current_size
+  else:
+    samples = []
+    for _ in range(info.current_size):
+      samples.append(next(client.sample(table, emit_timesteps=False,
+                                        unpack_as_table_signature=signed)))
+      client.mutate_priorities(table, deletes=[samples[-1].info.key])
   if table_size(client, table) != 0:
     raise AssertionError(f'table {table} still has items after draining')
-  return items
+  return [(float(sample.info.priority),
+           tree.map_structure(np.asarray, sample.data)) for sample in samples]
 
 
 def drain_flat(server, table: str) -> List[List[np.ndarray]]:
-  """Every item of a fifo table, signed or not, in order: its flat leaves."""
+  """`drain`'s items as their flat leaves, in order, without priorities."""
+  return [tree.flatten(data) for _, data in drain(server, table)]
+
+
+def empty(server) -> None:
+  """Resets every table of `server`."""
   client = reverb.Client(address(server))
-  count = table_size(client, table)
-  samples = list(client.sample(table, num_samples=count,
-                               emit_timesteps=False))
-  if table_size(client, table) != 0:
-    raise AssertionError(f'table {table} still has items after draining')
-  return [[np.asarray(leaf) for leaf in sample.data] for sample in samples]
+  for table in client.server_info(timeout=10):
+    client.reset(table)
 
 
 def assert_same_flat_items(got, want) -> None:
@@ -91,6 +125,10 @@ def item_key(item) -> Tuple:
 def as_multiset(items) -> List[Tuple]:
   return sorted(item_key(item) for item in items)
 
+
+def same_items(expected, got) -> bool:
+  """The same (priority, data) items, in any order."""
+  return as_multiset(expected) == as_multiset(got)
 
 
 def observation_pairs(episodes) -> List[bytes]:

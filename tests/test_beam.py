@@ -27,8 +27,9 @@ from rlds_reverb.beam import pipeline as pipeline_lib
 from rlds_reverb.beam import read
 from tests import reverb_tables
 from tests import rlds_data
+from tests.cli_data import features as _features
+from tests.cli_runs import run_cli
 from tests.server_process import ServerProcess
-from tests.test_cli import _features, run_cli
 
 NUM_FILES = 4
 # 16 episodes of 3..9 steps, terminal and truncated.
@@ -80,26 +81,14 @@ def dirs(tmp_path_factory):
 
 
 @pytest.fixture(scope='module')
-def server(dirs):
+def served_tables(dirs):
   """Table 'a' signed for the data, 'm' for the mixed data, 'cartpole'."""
-  def signature(src):
-    return specs.table_signature(
-        rlds_reverb.create_trajectory_data_spec(rlds_reverb.load(src)))
-  server = reverb_tables.start_server([
-      reverb_tables.fifo_table('a', signature(dirs['data'])),
-      reverb_tables.fifo_table('m', signature(dirs['mixed'])),
-      reverb_tables.fifo_table('cartpole', signature('bundled:cartpole')),
-  ])
-  yield server
-  server.stop()
-
-
-@pytest.fixture
-def address(server):
-  client = reverb.Client(reverb_tables.address(server))
-  for table in ('a', 'm'):
-    client.reset(table)
-  return reverb_tables.address(server)
+  return [
+      reverb_tables.fifo_table('a', reverb_tables.signature_for(dirs['data'])),
+      reverb_tables.fifo_table('m', reverb_tables.signature_for(dirs['mixed'])),
+      reverb_tables.fifo_table('cartpole',
+                               reverb_tables.signature_for('bundled:cartpole')),
+  ]
 
 
 def _key(element):

@@ -18,8 +18,9 @@ from rlds_reverb import specs
 from rlds_reverb import validation
 from tests import reverb_tables
 from tests import rlds_data
-from tests.test_cli import CLEAN, write_tfds
-from tests.test_faults import corrupt_second_record
+from tests.cli_data import CLEAN
+from tests.cli_data import corrupt_second_record
+from tests.cli_data import write_tfds
 
 
 _episode = rlds_data.flat_episode_with
@@ -35,23 +36,10 @@ def _mixed():
 
 
 @pytest.fixture(scope='module')
-def server():
-  signature = specs.table_signature(
-      rlds_reverb.create_trajectory_data_spec(rlds_data.as_rlds(CLEAN)))
-  server = reverb_tables.start_server([
-      reverb_tables.fifo_table('a', signature),
-      reverb_tables.fifo_table('small', signature, max_size=3),
-  ])
-  yield server
-  server.stop()
-
-
-@pytest.fixture
-def address(server):
-  client = reverb.Client(reverb_tables.address(server))
-  for table in ('a', 'small'):
-    client.reset(table)
-  return reverb_tables.address(server)
+def served_tables():
+  signature = reverb_tables.signature_for(rlds_data.as_rlds(CLEAN))
+  return [reverb_tables.fifo_table('a', signature),
+          reverb_tables.fifo_table('small', signature, max_size=3)]
 
 
 def _size(address, table='a'):

@@ -19,13 +19,13 @@ from rlds_reverb import checkpoints
 from rlds_reverb.write import chunks
 from tests import reverb_tables
 from tests import rlds_data
-from tests.test_push import client_of
-from tests.test_push import episodes_of
-from tests.test_push import observe_all
-from tests.test_push import same_items
-from tests.test_push import signature_of
-from tests.test_push import take_all
-from tests.test_push import trajectory_observer
+from tests.reverb_tables import client_of
+from tests.reverb_tables import drain
+from tests.reverb_tables import same_items
+from tests.tfa_reference import episodes_of
+from tests.tfa_reference import observe_all
+from tests.tfa_reference import signature_of
+from tests.tfa_reference import trajectory_observer
 
 EOE = rlds_reverb.EndOfEpisode
 # Trajectory columns in `tree.flatten` order, for frames_data's episodes.
@@ -161,9 +161,9 @@ def test_items_are_tf_agents_whatever_the_chunks(make_server, length, stride,
   result = rlds_reverb.push(data, client, 'ours', sequence_length=length,
                             stride_length=stride, end_of_episode=end_of_episode,
                             chunk_length=option)
-  expected = take_all(server, 'tfa')
+  expected = drain(server, 'tfa')
   assert expected and result.items == len(expected)
-  assert same_items(expected, take_all(server, 'ours'))
+  assert same_items(expected, drain(server, 'ours'))
 
 
 # --- The flush bound: Reverb never warns of 50 pending items. ---------------
@@ -301,7 +301,7 @@ def frames_dir(tmp_path_factory):
 
 
 def test_cli_chunk_lengths_reach_the_server(frames_dir, tmp_path):
-  from tests.test_cli import run_cli_here  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from tests.cli_runs import run_cli_here  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   data = frames_data((12, 8, 10))
   server = reverb.Server(
       [reverb_tables.fifo_table('t', signature_of(data))],
@@ -333,7 +333,7 @@ def test_cli_chunk_lengths_reach_the_server(frames_dir, tmp_path):
      'observation/state, action, next_step_type, reward, discount.'),
 ])
 def test_cli_bad_chunk_length_is_one_line_exit_2(frames_dir, value, message):
-  from tests.test_cli import run_cli_here  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from tests.cli_runs import run_cli_here  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   result = run_cli_here('push', '--dataset', frames_dir, '--server',
                         'localhost:1', '--table', 't', '--chunk-length', value)
   assert result.returncode == 2

@@ -11,14 +11,11 @@ import pathlib
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 
 import numpy as np
 import pytest
 import reverb
-import tensorflow as tf
-import tensorflow_datasets as tfds
 
 import rlds_reverb
 from rlds_reverb import cli
@@ -28,154 +25,18 @@ from rlds_reverb import specs
 from rlds_reverb import tables
 from tests import reverb_tables
 from tests import rlds_data
+from tests.cli_data import CLEAN
+from tests.cli_data import MIXED
+from tests.cli_data import dirs  # pylint: disable=unused-import
+from tests.cli_data import served_tables  # pylint: disable=unused-import
+from tests.cli_data import write_tfds
+from tests.cli_runs import HANG_GUARD_S
+from tests.cli_runs import error_lines
+from tests.cli_runs import run_cli
+from tests.cli_runs import run_cli_here
 
-HANG_GUARD_S = 120
 BUNDLED_DIR = pathlib.Path(rlds_reverb.__file__).parent / 'data' / 'cartpole'
-
-
-def run_cli(*args, env=None, timeout=HANG_GUARD_S):
-  return subprocess.run(
-      [sys.executable, '-m', 'rlds_reverb', *map(str, args)],
-      capture_output=True, text=True, timeout=timeout,
-      env=env if env is not None else os.environ.copy())
-
-
-def run_cli_here(*args) -> subprocess.CompletedProcess:
-  """`run_cli` in this process: `cli.main(args)` with file descriptors 1 and 2
-  captured, Python's writes and native ones (Reverb, TensorFlow) alike.
-
-  For checks of a command's output and exit code: it saves a Python and
-  TensorFlow start-up (~4 s of CPU) a run. What only a process shows (the
-  exit status through `python -m rlds_reverb`, TensorFlow's import-time logs
-  at any level, signals, closed pipes, a clean stderr at exit) is checked by
-  the tests that run the command with `run_cli`.
-  """
-  argv = list(map(str, args))
-  with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-    sys.stdout.flush()
-    sys.stderr.flush()
-    streams = sys.stdout, sys.stderr
-    saved = os.dup(1), os.dup(2)
-    os.dup2(out.fileno(), 1)
-    os.dup2(err.fileno(), 2)
-    sys.stdout = open(os.dup(1), 'w', buffering=1, encoding='utf-8')
-    sys.stderr = open(os.dup(2), 'w', buffering=1, encoding='utf-8')
-    try:
-      code = _exit_code(cli.main, argv)
-    finally:
-      for stream in (sys.stdout, sys.stderr):
-        stream.close()
-      sys.stdout, sys.stderr = streams
-      for fd, copy in zip((1, 2), saved):
-        os.dup2(copy, fd)
-        os.close(copy)
-    out.seek(0)
-    err.seek(0)
-    return subprocess.CompletedProcess(argv, code, out.read().decode(),
-                                       err.read().decode())
-
-
-def _exit_code(main, argv) -> int:
-  """`main(argv)`'s return, or its SystemExit's code as a process's status."""
-  try:
-    return main(argv)
-  except SystemExit as e:  # argparse: usage errors, --help.
-    if e.code is None or isinstance(e.code, int):
-      return e.code or 0
-    print(e.code, file=sys.stderr)
-    return 1
-
-
-def error_lines(stderr: str):
-  return [line for line in stderr.splitlines()
-          if line.startswith('rlds-reverb: error:')]
-
-
-def float64_signature(signature):
-  """`signature` with its float32 fields (observation, reward, discount) as
-  float64: a table that differs from the data in three fields."""
-  return tf.nest.map_structure(
-      lambda spec: tf.TensorSpec(spec.shape, tf.float64, spec.name)
-      if spec.dtype == tf.float32 else spec, signature)
-
-
-def _episode(num_steps, seed, **flag_overrides):
-  episode = rlds_data.flat_episode(num_steps, seed)
-  for name, steps in flag_overrides.items():
-    for step, value in steps.items():
-      episode[name][step] = value
-  return episode
-
-
-def _features(with_invalid: bool):
-  scalar = tfds.features.Scalar
-  steps = tfds.features.Dataset({
-      'observation': tfds.features.Tensor(shape=(3,), dtype=np.float32),
-      'action': scalar(dtype=np.int64),
-      'reward': scalar(dtype=np.float32),
-      'discount': scalar(dtype=np.float32),
-      'is_first': scalar(dtype=np.bool_),
-      'is_last': scalar(dtype=np.bool_),
-      'is_terminal': scalar(dtype=np.bool_),
-  })
-  features = {'steps': steps}
-  if with_invalid:
-    features['invalid'] = scalar(dtype=np.bool_)
-  return tfds.features.FeaturesDict(features)
-
-
-def write_tfds(root, name, episodes, invalid=None) -> str:
-  """A TFDS directory of `episodes`, in order; returns its version dir."""
-  examples = []
-  for index, steps in enumerate(episodes):
-    example = {'steps': steps}
-    if invalid is not None:
-      example['invalid'] = invalid[index]
-    examples.append((index, example))
-  builder = tfds.dataset_builders.store_as_tfds_dataset(
-      name=name, version='1.0.0', features=_features(invalid is not None),
-      split_datasets={'train': examples}, data_dir=str(root),
-      disable_shuffling=True)
-  return str(builder.data_dir)
-
-
-# 3 well-formed episodes: 9 steps, 6 items of 2 steps.
-CLEAN = [_episode(3, 0), _episode(4, 1), _episode(2, 2)]
-# Episode 1 flagged in metadata, 2 and 4 malformed, 0 and 3 fine.
-MIXED = [_episode(3, 10), _episode(3, 11), _episode(4, 12, is_terminal={1: True}),
-         _episode(5, 13), _episode(2, 14, is_first={0: False})]
-MIXED_INVALID = [False, True, False, False, False]
-
-
-@pytest.fixture(scope='module')
-def dirs(tmp_path_factory):
-  root = tmp_path_factory.mktemp('tfds')
-  return {
-      'clean': write_tfds(root, 'clean_rlds', CLEAN),
-      'mixed': write_tfds(root, 'mixed_rlds', MIXED, MIXED_INVALID),
-  }
-
-
-@pytest.fixture(scope='module')
-def server():
-  """Tables 'a' and 'b' signed for the fixtures' trajectory spec, 'f64' not."""
-  spec = rlds_reverb.create_trajectory_data_spec(rlds_data.as_rlds(CLEAN))
-  signature = specs.table_signature(spec)
-  server = reverb_tables.start_server([
-      reverb_tables.fifo_table('a', signature),
-      reverb_tables.fifo_table('b', signature),
-      reverb_tables.fifo_table('f64', float64_signature(signature)),
-  ])
-  yield server
-  server.stop()
-
-
-@pytest.fixture
-def empty_server(server):
-  client = reverb.Client(reverb_tables.address(server))
-  client.reset('a')
-  client.reset('b')
-  return server
+_episode = rlds_data.flat_episode_with
 
 
 class TestValidate:

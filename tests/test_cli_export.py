@@ -25,11 +25,11 @@ import rlds_reverb  # pylint: disable=g-import-not-at-top
 from rlds_reverb import checkpoints  # pylint: disable=g-import-not-at-top
 from rlds_reverb import sources  # pylint: disable=g-import-not-at-top
 from tests import export_data  # pylint: disable=g-import-not-at-top
-from tests.test_cli import CLEAN  # pylint: disable=g-import-not-at-top
-from tests.test_cli import error_lines  # pylint: disable=g-import-not-at-top
-from tests.test_cli import run_cli_here  # pylint: disable=g-import-not-at-top
-from tests.test_cli import write_tfds  # pylint: disable=g-import-not-at-top
-from tests.test_serve import Serve  # pylint: disable=g-import-not-at-top
+from tests.cli_data import CLEAN  # pylint: disable=g-import-not-at-top
+from tests.cli_data import write_tfds  # pylint: disable=g-import-not-at-top
+from tests.cli_runs import error_lines  # pylint: disable=g-import-not-at-top
+from tests.cli_runs import run_cli_here  # pylint: disable=g-import-not-at-top
+from tests.serve_command import Serve  # pylint: disable=g-import-not-at-top
 
 
 @pytest.fixture(scope='module')

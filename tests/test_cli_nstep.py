@@ -2,7 +2,7 @@
 
 A real `rlds-reverb serve` process signs its table for transitions; `push
 --n-step N --gamma G` fills it; every item is taken back and compared with
-Acme's arithmetic written out step by step (`test_nstep.expected_transitions`).
+Acme's arithmetic written out step by step (`nstep_data.expected_transitions`).
 """
 
 import subprocess
@@ -11,15 +11,15 @@ import sys
 import numpy as np
 import pytest
 from rlds_reverb import cli
-from tests import test_nstep
-from tests import test_serve
-from tests.test_cli import HANG_GUARD_S
-from tests.test_cli import error_lines
-from tests.test_cli import run_cli_here
-from tests.test_cli import write_tfds
+from tests import nstep_data
+from tests import reverb_tables
+from tests.cli_data import write_tfds
+from tests.cli_runs import HANG_GUARD_S
+from tests.cli_runs import error_lines
+from tests.cli_runs import run_cli_here
 
 TABLE = 'nstep'
-EPISODES = test_nstep.episodes_with_both_endings(5)
+EPISODES = nstep_data.episodes_with_both_endings(5)
 
 
 @pytest.fixture(scope='module')
@@ -46,14 +46,14 @@ def served(dataset):
 
 def take_all(address: str):
   """Every item of the served table, its data as numpy; the table emptied."""
-  return [data for _, data in test_serve.take_all(address, TABLE)]
+  return [data for _, data in reverb_tables.drain(address, TABLE)]
 
 
 def test_push_n_step_writes_the_transitions(dataset, served):
   pushed = run_cli_here('push', '--dataset', dataset, '--server', served,
                         '--table', TABLE, '--n-step', '3', '--gamma', '0.9')
   assert pushed.returncode == 0, pushed.stderr
-  want = test_nstep.expected_transitions(EPISODES, 3, 0.9)
+  want = nstep_data.expected_transitions(EPISODES, 3, 0.9)
   assert pushed.stdout.startswith(
       f'pushed 6 episodes, {len(want)} transitions of 3 steps (gamma 0.9), '
       f'{len(want)} items in '), pushed.stdout

@@ -11,10 +11,10 @@ import sys
 import pytest
 
 from rlds_reverb import cli
-from tests.test_cli import HANG_GUARD_S
-from tests.test_cli import error_lines
-from tests.test_cli import run_cli
-from tests.test_cli import run_cli_here
+from tests.cli_runs import HANG_GUARD_S
+from tests.cli_runs import error_lines
+from tests.cli_runs import run_cli
+from tests.cli_runs import run_cli_here
 
 PUSH = ['push', '--dataset', 'bundled:cartpole', '--table', 'replay']
 

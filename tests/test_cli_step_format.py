@@ -15,8 +15,8 @@ import rlds_reverb
 from rlds_reverb import specs
 from tests import reverb_tables
 from tests import rlds_data
-from tests.test_cli import error_lines
-from tests.test_cli import run_cli_here
+from tests.cli_runs import error_lines
+from tests.cli_runs import run_cli_here
 
 NO_DISCOUNT_NOTE = ('steps/discount is missing: every discount is 1.0 (0 on a '
                     'terminal last step).')
@@ -92,13 +92,10 @@ def test_inspect_json_has_the_stored_spec_and_the_notes(dirs):
   assert (converted['discount'], converted['reward']) == ([], [1])
 
 
-@pytest.fixture
-def server(dirs):
-  data = rlds_reverb.load(dirs['no_discount'])
-  signature = specs.table_signature(rlds_reverb.create_trajectory_data_spec(data))
-  server = reverb_tables.start_server([reverb_tables.fifo_table('a', signature)])
-  yield server
-  server.stop()
+@pytest.fixture(scope='module')
+def served_tables(dirs):
+  return [reverb_tables.fifo_table(
+      'a', reverb_tables.signature_for(dirs['no_discount']))]
 
 
 def test_push_notes_the_default_and_strict_writes_nothing(dirs, server):

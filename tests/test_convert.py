@@ -17,6 +17,7 @@ import tree  # pylint: disable=g-import-not-at-top
 
 import rlds_reverb  # pylint: disable=g-import-not-at-top
 from tests import rlds_data  # pylint: disable=g-import-not-at-top
+from tests.tfa_reference import assert_same_trajectories  # pylint: disable=g-import-not-at-top
 
 FIRST, MID, LAST = 0, 1, 2
 
@@ -77,24 +78,6 @@ def expected_trajectories(episodes, policy_info_fn=None):
         reward=current['reward'],
         discount=discount))
   return result
-
-
-def assert_trajectories_equal(actual, expected):
-  """Same count; each field's structure, dtypes, shapes and values equal."""
-  assert len(actual) == len(expected), (len(actual), len(expected))
-  for index, (got, want) in enumerate(zip(actual, expected)):
-    for field in trajectory.Trajectory._fields:
-      got_field, want_field = getattr(got, field), getattr(want, field)
-      tree.assert_same_structure(want_field, got_field)
-      for (path, want_leaf), got_leaf in zip(
-          tree.flatten_with_path(want_field), tree.flatten(got_field)):
-        want_leaf, got_leaf = np.asarray(want_leaf), np.asarray(got_leaf)
-        where = f'trajectory {index}, {field}{list(path)}'
-        assert got_leaf.dtype == want_leaf.dtype, (
-            f'{where}: dtype {got_leaf.dtype}, expected {want_leaf.dtype}')
-        assert got_leaf.shape == want_leaf.shape, (
-            f'{where}: shape {got_leaf.shape}, expected {want_leaf.shape}')
-        np.testing.assert_array_equal(got_leaf, want_leaf, err_msg=where)
 
 
 def convert(episodes, policy_info_fn=None, metadata=None):
@@ -186,7 +169,7 @@ VALID_CASES = {
 @pytest.mark.parametrize('episodes', list(VALID_CASES.values()),
                          ids=list(VALID_CASES))
 def test_conversion_matches_numpy(episodes):
-  assert_trajectories_equal(convert(episodes), expected_trajectories(episodes))
+  assert_same_trajectories(convert(episodes), expected_trajectories(episodes))
 
 
 def test_nested_leaves_are_the_steps_own_values():
@@ -254,7 +237,7 @@ def test_episode_metadata_is_ignored():
   metadata = [{'episode_id': np.int64(i), 'agent': np.bytes_(b'a%d' % i)}
               for i in range(2)]
   got = convert(episodes, metadata=metadata)
-  assert_trajectories_equal(got, expected_trajectories(episodes))
+  assert_same_trajectories(got, expected_trajectories(episodes))
 
 
 def test_empty_dataset_yields_nothing():
@@ -303,7 +286,7 @@ def action_info(current, following):
          'empty_episodes_between', 'nested_action'])
 def test_policy_info_fn(episodes, policy_info_fn):
   got = convert(episodes, policy_info_fn)
-  assert_trajectories_equal(
+  assert_same_trajectories(
       got, expected_trajectories(episodes, policy_info_fn))
 
 
@@ -415,7 +398,7 @@ def test_valid_episodes_before_an_invalid_one_are_converted():
     for element in iterator:
       got.append(element)
   assert f'{TERMINAL_NOT_LAST} (episode 2, step 0)' in str(err.value)
-  assert_trajectories_equal(got, expected_trajectories(episodes[:2]))
+  assert_same_trajectories(got, expected_trajectories(episodes[:2]))
 
 
 # ----------------------------------------------------- spec errors ----

@@ -25,11 +25,11 @@ from rlds_reverb import tables
 from rlds_reverb import validation
 from tests import dataset_shapes
 from tests import reverb_tables
-from tests.test_push import client_of
-from tests.test_push import observe_all
-from tests.test_push import same_items
-from tests.test_push import signature_of
-from tests.test_push import take_all
+from tests.reverb_tables import client_of
+from tests.reverb_tables import drain
+from tests.reverb_tables import same_items
+from tests.tfa_reference import observe_all
+from tests.tfa_reference import signature_of
 
 EOE = rlds_reverb.EndOfEpisode
 
@@ -93,9 +93,9 @@ def test_push_writes_what_tf_agents_observer_writes(make_server, shape, length,
           pad_end_of_episodes=end_of_episode is EOE.PAD)])
   result = rlds_reverb.push(data, client, 'ours', sequence_length=length,
                             end_of_episode=end_of_episode)
-  expected = take_all(server, 'tfa')
+  expected = drain(server, 'tfa')
   assert expected and result.items == len(expected)
-  assert same_items(expected, take_all(server, 'ours'))
+  assert same_items(expected, drain(server, 'ours'))
 
 
 def test_items_sample_back_as_consecutive_source_steps(make_server, shape):
@@ -124,7 +124,7 @@ def test_nstep_transitions_are_all_written(make_server, shape):
       data, reverb_tables.address(server), 'nstep', n=3, discount=0.99)
   expected = sum(len(e['steps']['is_first']) - 1 for e in episodes)
   assert result.items == expected
-  assert len(take_all(server, 'nstep')) == expected
+  assert len(drain(server, 'nstep')) == expected
 
 
 def step_places(episodes) -> Dict[Tuple, List[Tuple[int, int]]]:

@@ -19,6 +19,8 @@ import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
+from tests import cli_data
+
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / 'examples'
 HANG_GUARD_S = 150
 
@@ -45,18 +47,9 @@ def run_example(script, *args, cwd=None):
 
 def halfcheetah_features() -> tfds.features.FeaturesDict:
   """`d4rl_mujoco_halfcheetah`'s feature structure (TFDS catalog)."""
-  scalar = tfds.features.Scalar
-  return tfds.features.FeaturesDict({
-      'steps': tfds.features.Dataset({
-          'observation': tfds.features.Tensor(shape=(17,), dtype=np.float32),
-          'action': tfds.features.Tensor(shape=(6,), dtype=np.float32),
-          'reward': scalar(dtype=np.float32),
-          'discount': scalar(dtype=np.float32),
-          'is_first': scalar(dtype=np.bool_),
-          'is_last': scalar(dtype=np.bool_),
-          'is_terminal': scalar(dtype=np.bool_),
-      }),
-  })
+  return cli_data.features(
+      False, observation_size=17,
+      action=tfds.features.Tensor(shape=(6,), dtype=np.float32))
 
 
 def halfcheetah_episode(length: int, terminal: bool, seed: int):

@@ -25,12 +25,14 @@ import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
 import rlds_reverb  # pylint: disable=g-import-not-at-top
 from tests import export_data  # pylint: disable=g-import-not-at-top
 from tests import reverb_tables  # pylint: disable=g-import-not-at-top
-from tests.test_cli import run_cli_here  # pylint: disable=g-import-not-at-top
-from tests.test_encoded_images import C, H, W  # pylint: disable=g-import-not-at-top
-from tests.test_encoded_images import plain_dataset  # pylint: disable=g-import-not-at-top
-from tests.test_encoded_images import tables_for  # pylint: disable=g-import-not-at-top
-from tests.test_encoded_images import write_image_dir  # pylint: disable=g-import-not-at-top
-from tests.test_serve import Serve  # pylint: disable=g-import-not-at-top
+from tests.cli_runs import run_cli_here  # pylint: disable=g-import-not-at-top
+from tests.image_data import C  # pylint: disable=g-import-not-at-top
+from tests.image_data import H  # pylint: disable=g-import-not-at-top
+from tests.image_data import W  # pylint: disable=g-import-not-at-top
+from tests.image_data import plain_dataset  # pylint: disable=g-import-not-at-top
+from tests.image_data import tables_for  # pylint: disable=g-import-not-at-top
+from tests.image_data import write_image_dir  # pylint: disable=g-import-not-at-top
+from tests.serve_command import Serve  # pylint: disable=g-import-not-at-top
 
 LENGTHS = (5, 2, 7, 3)  # Every episode gives 2-step items.
 

@@ -29,8 +29,12 @@ from rlds_reverb._util import wording
 from rlds_reverb.write import writer as writer_lib
 from tests import reverb_tables
 from tests import rlds_data
+from tests.cli_data import CLEAN
+from tests.cli_data import write_tfds
+from tests.cli_runs import HANG_GUARD_S
+from tests.cli_runs import error_lines
+from tests.cli_runs import run_cli
 from tests.server_process import ServerProcess
-from tests.test_cli import CLEAN, HANG_GUARD_S, error_lines, run_cli, write_tfds
 
 # Long enough that a push is still writing when the test acts on it: 30,000
 # steps, several confirmations (every CONFIRM_EVERY_ROWS rows).
@@ -313,14 +317,6 @@ def test_ctrl_c_while_a_rate_limiter_blocks_ends_the_push(dirs, data):
                    r'0( to \d+)?\) (was|were) not confirmed and may or may '
                    r'not be in the table', line), line
   assert 'Traceback' not in stderr
-
-
-def corrupt_second_record(version_dir: str) -> None:
-  [records] = pathlib.Path(version_dir).glob('*.tfrecord*')
-  data = bytearray(records.read_bytes())
-  middle = len(data) // 2
-  data[middle:middle + 8] = bytes(8 * [0xFF])
-  records.write_bytes(bytes(data))
 
 
 def _write_stepless(root) -> str:

@@ -20,8 +20,9 @@ from rlds_reverb import specs
 from rlds_reverb._util import wording
 from tests import reverb_tables
 from tests import rlds_data
+from tests.cli_data import write_tfds
+from tests.cli_runs import run_cli
 from tests.server_process import ServerProcess
-from tests.test_cli import run_cli, write_tfds
 
 # 4 episodes, 3 + 5 + 4 + 6 steps: 14 two-step items.
 EPISODES = [rlds_data.flat_episode(n, seed=500 + n) for n in (3, 5, 4, 6)]

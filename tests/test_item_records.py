@@ -17,7 +17,7 @@ from rlds_reverb.checkpoints import item_records  # pylint: disable=g-import-not
 from rlds_reverb.checkpoints import messages  # pylint: disable=g-import-not-at-top
 from rlds_reverb._util import wire  # pylint: disable=g-import-not-at-top
 from rlds_reverb.errors import CheckpointWriteError  # pylint: disable=g-import-not-at-top
-from tests import test_checkpoint_records as reference  # pylint: disable=g-import-not-at-top
+from tests import item_messages as reference  # pylint: disable=g-import-not-at-top
 
 
 def unframed(buffer: np.ndarray, count: int):

@@ -6,7 +6,7 @@ import pytest
 
 from rlds_reverb import stats
 from rlds_reverb.cli import plot
-from tests.test_cli import run_cli_here
+from tests.cli_runs import run_cli_here
 
 pyplot = pytest.importorskip('matplotlib.pyplot')
 

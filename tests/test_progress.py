@@ -18,7 +18,7 @@ import rlds_reverb
 from rlds_reverb import specs
 from rlds_reverb import validation
 from tests import reverb_tables
-from tests.test_cli import HANG_GUARD_S
+from tests.cli_runs import HANG_GUARD_S
 
 BUNDLED_EPISODES, BUNDLED_STEPS = 64, 9932
 

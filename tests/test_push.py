@@ -18,22 +18,27 @@ import re
 import subprocess
 import sys
 import time
-from typing import Dict, List, Sequence
+from typing import List
 
 import numpy as np
 import pytest
-import reverb
 import tensorflow as tf
 from tf_agents.replay_buffers import reverb_utils
 from tf_agents.replay_buffers import rlds_to_reverb as tfa_rlds
-from tf_agents.specs import tensor_spec
 import tree
 
 import rlds_reverb
-from tests import rlds_data
 from tests import reverb_tables
+from tests import rlds_data
+from tests.reverb_tables import client_of
+from tests.reverb_tables import drain
+from tests.reverb_tables import same_items
+from tests.tfa_reference import EOE
+from tests.tfa_reference import episodes_of
+from tests.tfa_reference import observe_all
+from tests.tfa_reference import signature_of
+from tests.tfa_reference import trajectory_observer
 
-EOE = rlds_reverb.EndOfEpisode
 HANG_GUARD_S = 60  # Not a speed check: only proves a call came back.
 
 # tf-agents 0.19.0's text for an episode longer than `max_sequence_length`.
@@ -46,18 +51,7 @@ SIGNATURE_MISMATCH = (
     'Replay buffer table signature spec should match RLDS data spec.')
 
 
-# --- Data, tables and reading back. ------------------------------------------
-
-def episodes_of(lengths: Sequence[int], seed: int,
-                observation_size: int = 3) -> List[Dict[str, object]]:
-  """Random episodes of the given lengths, terminal and truncated mixed."""
-  rng = np.random.default_rng(seed)
-  terminal = rng.permutation(np.arange(len(lengths)) % 2 == 0)
-  return [rlds_data.flat_episode(n, seed=seed * 1000 + i,
-                                 terminal=bool(terminal[i]),
-                                 observation_size=observation_size)
-          for i, n in enumerate(lengths)]
-
+# --- Data. -------------------------------------------------------------------
 
 def varied_lengths(sequence_length: int, seed: int) -> List[int]:
   """Lengths 1, shorter than, equal to and longer than an item, and random."""
@@ -66,55 +60,6 @@ def varied_lengths(sequence_length: int, seed: int) -> List[int]:
              sequence_length + 1, 2 * sequence_length + 1]
   lengths += rng.integers(1, 12, 3).tolist()
   return rng.permutation(lengths).tolist()
-
-
-def signature_of(data: tf.data.Dataset):
-  return tensor_spec.add_outer_dim(rlds_reverb.create_trajectory_data_spec(data))
-
-
-def take_all(server: reverb.Server, table: str) -> List[tuple]:
-  """Every item of a signed FIFO table once: (priority, numpy nest).
-
-  Like `reverb_tables.drain`, through `Client.sample` (a tf.data reader takes
-  seconds to shut down on an emptied table); the table must end up empty.
-  """
-  client = reverb.Client(reverb_tables.address(server))
-  count = reverb_tables.table_size(client, table)
-  samples = list(client.sample(table, num_samples=count, emit_timesteps=False,
-                               unpack_as_table_signature=True)) if count else []
-  assert len(samples) == count
-  assert reverb_tables.table_size(client, table) == 0, f'{table} not drained'
-  return [(float(s.info.priority), tree.map_structure(np.asarray, s.data))
-          for s in samples]
-
-
-def take_all_flat(server: reverb.Server, table: str) -> List[tuple]:
-  """As `take_all` for an unsigned table: data is the flat list of leaves."""
-  client = reverb.Client(reverb_tables.address(server))
-  count = reverb_tables.table_size(client, table)
-  samples = list(client.sample(table, num_samples=count,
-                               emit_timesteps=False)) if count else []
-  assert len(samples) == count
-  assert reverb_tables.table_size(client, table) == 0, f'{table} not drained'
-  return [(float(s.info.priority), [np.asarray(x) for x in s.data])
-          for s in samples]
-
-
-def same_items(expected, got) -> bool:
-  return reverb_tables.as_multiset(expected) == reverb_tables.as_multiset(got)
-
-
-def client_of(server: reverb.Server) -> reverb.Client:
-  return reverb.Client(reverb_tables.address(server))
-
-
-def trajectory_observer(client, table, sequence_length, stride_length,
-                        priority, end_of_episode):
-  return reverb_utils.ReverbAddTrajectoryObserver(
-      client, table, sequence_length, stride_length=stride_length,
-      priority=priority,
-      pad_end_of_episodes=end_of_episode is not EOE.DROP,
-      tile_end_of_episodes=end_of_episode is EOE.TILE)
 
 
 class FanOut:
@@ -180,8 +125,8 @@ def test_trajectory_observer_items_match_tf_agents(make_server,
                                    sequence_length, combo[0], priority,
                                    combo[1])
     count = ours_push(data, observer)
-    expected = take_all(server, f'tfa_{names[combo]}')
-    got = take_all(server, f'ours_{names[combo]}')
+    expected = drain(server, f'tfa_{names[combo]}')
+    got = drain(server, f'ours_{names[combo]}')
     if count != tfa_count:
       problems.append(f'{names[combo]}: returned {count}, TF-Agents {tfa_count}')
     if not same_items(expected, got):
@@ -204,9 +149,9 @@ def test_two_tables_per_observer(make_server):
       client, ['b1', 'b2'], 3, 2, 2.5, EOE.TILE))
   assert count == tfa_count == 16
   for tfa_table, ours_table in (('a1', 'b1'), ('a2', 'b2')):
-    expected = take_all(server, tfa_table)
+    expected = drain(server, tfa_table)
     assert len(expected) == 9  # 1 + 1 + 3 + 2 + 2
-    assert same_items(expected, take_all(server, ours_table))
+    assert same_items(expected, drain(server, ours_table))
 
 
 def episode_observer(client, table, max_sequence_length, bypass, priority=1):
@@ -237,8 +182,8 @@ def test_episode_observer_items_match_tf_agents(make_server, lengths,
       episode_observer(client, 'tfa', max_length, bypass, priority=0.5)])
   count = ours_push(
       data, episode_observer(client, 'ours', max_length, bypass, priority=0.5))
-  expected = take_all(server, 'tfa')
-  got = take_all(server, 'ours')
+  expected = drain(server, 'tfa')
+  got = drain(server, 'ours')
   assert len(expected) == num_items
   assert same_items(expected, got)
   assert tfa_count == sum(lengths)  # TF-Agents counts bypassed steps too.
@@ -265,9 +210,9 @@ def test_episode_too_long_raises_tf_agents_error(make_server):
   assert error.value.__notes__ == [
       f'Written and confirmed before this error: 2 whole episodes (2 '
       f'items), in table ours at {client.server_address}.']
-  expected = take_all(server, 'tfa')
+  expected = drain(server, 'tfa')
   assert len(expected) == 2
-  assert same_items(expected, take_all(server, 'ours'))
+  assert same_items(expected, drain(server, 'ours'))
 
 
 def nested_episode(num_steps: int, seed: int, terminal: bool):
@@ -281,16 +226,6 @@ def nested_episode(num_steps: int, seed: int, terminal: bool):
                 'velocity': rng.standard_normal(num_steps)},  # float64
   }
   return episode
-
-
-def observe_all(trajectories, observers) -> None:
-  """Calls each TF-Agents observer per trajectory, then flushes and closes."""
-  for entry in trajectories:
-    for observer in observers:
-      observer(entry)
-  for observer in observers:
-    observer.flush()
-    observer.close()
 
 
 def test_nested_observations_match_tf_agents_observers(make_server):
@@ -328,8 +263,8 @@ def test_nested_observations_match_tf_agents_observers(make_server):
   assert ours_push(data, episode_observer(
       client, 'ours_episode', 8, False)) == sum(lengths)
   for kind, num_items in (('seq', 1 + 2 + 1 + 4), ('episode', 4)):
-    expected = take_all(server, f'tfa_{kind}')
-    got = take_all(server, f'ours_{kind}')
+    expected = drain(server, f'tfa_{kind}')
+    got = drain(server, f'ours_{kind}')
     assert len(expected) == num_items
     assert same_items(expected, got)
     observation = got[0][1].observation
@@ -357,14 +292,14 @@ def test_push_matches_observer_and_counts(make_server, end_of_episode,
   result = rlds_reverb.push(data, target, ['b1', 'b2'], sequence_length=3,
                             stride_length=2, priority=1.5,
                             end_of_episode=end_of_episode, timeout=10)
-  expected = {name: take_all(server, name) for name in ('a1', 'a2')}
+  expected = {name: drain(server, name) for name in ('a1', 'a2')}
   assert expected['a1']
   assert (result.episodes, result.trajectories, result.items,
           result.skipped_episodes) == (
               len(lengths), sum(lengths),
               len(expected['a1']) + len(expected['a2']), 0)
-  assert same_items(expected['a1'], take_all(server, 'b1'))
-  assert same_items(expected['a2'], take_all(server, 'b2'))
+  assert same_items(expected['a1'], drain(server, 'b1'))
+  assert same_items(expected['a2'], drain(server, 'b2'))
 
 
 def test_push_one_table_by_name(make_server):
@@ -372,7 +307,7 @@ def test_push_one_table_by_name(make_server):
   server = make_server([reverb_tables.fifo_table('t', signature_of(data))])
   result = rlds_reverb.push(data, reverb_tables.address(server), 't')
   assert (result.episodes, result.trajectories, result.items) == (2, 6, 4)
-  assert len(take_all(server, 't')) == 4
+  assert len(drain(server, 't')) == 4
 
 
 # --- 3. Any other observer is called once per trajectory. --------------------
@@ -455,9 +390,9 @@ def test_unsigned_table_accepts_data(make_server, api):
   else:
     assert ours_push(data, trajectory_observer(
         client, 'unsigned', 2, 1, 2.0, EOE.PAD)) == 9
-  expected = take_all(server, 'tfa')
+  expected = drain(server, 'tfa')
   assert len(expected) == 7
-  assert same_items(expected, take_all_flat(server, 'unsigned'))
+  assert same_items(expected, drain(server, 'unsigned'))
 
 
 # --- 5. Everything confirmed on return (no pile of pending items). -----------
@@ -489,7 +424,7 @@ def test_long_push_is_confirmed_on_return(make_server):
   assert reverb_tables.table_size(client, 't') == 3 * 399
   assert (result.episodes, result.trajectories, result.items) == (
       3, 1200, 3 * 399)
-  assert same_items(expected_pairs(episodes, 0.5), take_all(server, 't'))
+  assert same_items(expected_pairs(episodes, 0.5), drain(server, 't'))
 
 
 # --- 6. Never hang: timeouts and unreachable servers. ------------------------
@@ -761,6 +696,6 @@ def test_malformed_episode_keeps_confirmed_prefix(make_server, api):
   assert error.value.__notes__ == [
       f'Written and confirmed before this error: 2 whole episodes (5 '
       f'items), in table ours at {client.server_address}.']
-  expected = take_all(server, 'tfa')
+  expected = drain(server, 'tfa')
   assert len(expected) == 5
-  assert same_items(expected, take_all(server, 'ours'))
+  assert same_items(expected, drain(server, 'ours'))

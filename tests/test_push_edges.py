@@ -15,16 +15,15 @@ import tensorflow_datasets as tfds
 
 from tests import reverb_tables
 from tests import rlds_data
-from tests.test_cli import CLEAN
-from tests.test_cli import MIXED
-from tests.test_cli import dirs  # pylint: disable=unused-import
-from tests.test_cli import empty_server  # pylint: disable=unused-import
-from tests.test_cli import error_lines
-from tests.test_cli import run_cli
-from tests.test_cli import run_cli_here
-from tests.test_cli import server  # pylint: disable=unused-import
-from tests.test_cli import write_tfds
-from tests.test_serve import Serve
+from tests.cli_data import CLEAN
+from tests.cli_data import MIXED
+from tests.cli_data import dirs  # pylint: disable=unused-import
+from tests.cli_data import served_tables  # pylint: disable=unused-import
+from tests.cli_data import write_tfds
+from tests.cli_runs import error_lines
+from tests.cli_runs import run_cli
+from tests.cli_runs import run_cli_here
+from tests.serve_command import Serve
 
 
 def _size(server_or_address, table='a'):

@@ -23,10 +23,7 @@ from tf_agents.drivers import dynamic_episode_driver  # pylint: disable=g-import
 from tf_agents.drivers import dynamic_step_driver  # pylint: disable=g-import-not-at-top
 from tf_agents.drivers import py_driver  # pylint: disable=g-import-not-at-top
 from tf_agents.environments import py_environment  # pylint: disable=g-import-not-at-top
-from tf_agents.environments import tf_py_environment  # pylint: disable=g-import-not-at-top
-from tf_agents.policies import random_tf_policy  # pylint: disable=g-import-not-at-top
 from tf_agents.specs import array_spec  # pylint: disable=g-import-not-at-top
-from tf_agents.specs import tensor_spec  # pylint: disable=g-import-not-at-top
 from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
 from tf_agents.utils import common  # pylint: disable=g-import-not-at-top
 import tree  # pylint: disable=g-import-not-at-top
@@ -39,6 +36,8 @@ from tests import docs_blocks  # pylint: disable=g-import-not-at-top
 from tests import driver_data  # pylint: disable=g-import-not-at-top
 from tests import record_envs  # pylint: disable=g-import-not-at-top
 from tests import rlds_dirs  # pylint: disable=g-import-not-at-top
+from tests.record_envs import numpy_list_observer  # pylint: disable=g-import-not-at-top
+from tests.record_envs import tf_setup  # pylint: disable=g-import-not-at-top
 
 
 def run_py_driver(directory, driver_env, policy, *, max_steps=None,
@@ -341,25 +340,6 @@ def _fell(episode) -> bool:
 
 
 # --- TF drivers. ------------------------------------------------------------
-
-
-def tf_setup(batch_size: int, seed: int):
-  tf_env = tf_py_environment.TFPyEnvironment(record_envs.batched(
-      [record_envs.random_env(seed=seed + i) for i in range(batch_size)]))
-  policy = random_tf_policy.RandomTFPolicy(
-      tf_env.time_step_spec(), tf_env.action_spec(),
-      info_spec=tensor_spec.from_spec(driver_data.DICT_INFO_SPEC))
-  return tf_env, policy
-
-
-def numpy_list_observer(trajectories):
-  """The driver's own trajectories, as numpy, from inside its graph."""
-  def observe(trajectory):
-    def append(*leaves):
-      trajectories.append(tree.unflatten_as(trajectory, list(leaves)))
-      return np.bool_(True)
-    return tf.numpy_function(append, tf.nest.flatten(trajectory), tf.bool)
-  return observe
 
 
 @pytest.mark.parametrize('driver_kind', ['episode', 'step'])

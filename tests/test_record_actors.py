@@ -16,8 +16,8 @@ from benchmarks import record_crash  # pylint: disable=g-import-not-at-top
 import rlds_reverb  # pylint: disable=g-import-not-at-top
 from tests import reverb_tables  # pylint: disable=g-import-not-at-top
 from tests import rlds_dirs  # pylint: disable=g-import-not-at-top
-from tests.test_cli import HANG_GUARD_S  # pylint: disable=g-import-not-at-top
-from tests.test_cli import run_cli  # pylint: disable=g-import-not-at-top
+from tests.cli_runs import HANG_GUARD_S  # pylint: disable=g-import-not-at-top
+from tests.cli_runs import run_cli  # pylint: disable=g-import-not-at-top
 
 EPISODES = {0: 5, 1: 4}
 

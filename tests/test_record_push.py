@@ -29,10 +29,10 @@ import tree  # pylint: disable=g-import-not-at-top
 import rlds_reverb  # pylint: disable=g-import-not-at-top
 from tests import record_envs  # pylint: disable=g-import-not-at-top
 from tests import reverb_tables  # pylint: disable=g-import-not-at-top
-from tests.test_record import numpy_list_observer  # pylint: disable=g-import-not-at-top
-from tests.test_record import tf_setup  # pylint: disable=g-import-not-at-top
-from tests.test_tfds_out_push import leaf_index  # pylint: disable=g-import-not-at-top
-from tests.test_tfds_out_push import policy_info  # pylint: disable=g-import-not-at-top
+from tests.export_data import leaf_index  # pylint: disable=g-import-not-at-top
+from tests.export_data import policy_info  # pylint: disable=g-import-not-at-top
+from tests.record_envs import numpy_list_observer  # pylint: disable=g-import-not-at-top
+from tests.record_envs import tf_setup  # pylint: disable=g-import-not-at-top
 
 
 def record_py(directory, batch_size):

@@ -19,7 +19,7 @@ from rlds_reverb import cli  # pylint: disable=g-import-not-at-top
 from rlds_reverb._util import wording  # pylint: disable=g-import-not-at-top
 from rlds_reverb.tfds_out import records  # pylint: disable=g-import-not-at-top
 from tests import rlds_dirs  # pylint: disable=g-import-not-at-top
-from tests.test_cli import run_cli_here  # pylint: disable=g-import-not-at-top
+from tests.cli_runs import run_cli_here  # pylint: disable=g-import-not-at-top
 
 CI_ROUNDS = int(os.environ.get('RLDS_REVERB_RECORD_CRASH_ROUNDS', '3'))
 

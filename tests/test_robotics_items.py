@@ -21,11 +21,11 @@ from rlds_reverb import tables
 from rlds_reverb.write import rows as rows_lib
 from tests import reverb_tables
 from tests import rlds_data
-from tests.test_push import client_of
-from tests.test_push import observe_all
-from tests.test_push import same_items
-from tests.test_push import signature_of
-from tests.test_push import take_all
+from tests.reverb_tables import client_of
+from tests.reverb_tables import drain
+from tests.reverb_tables import same_items
+from tests.tfa_reference import observe_all
+from tests.tfa_reference import signature_of
 
 EOE = rlds_reverb.EndOfEpisode
 LENGTHS = (5, 1, 2, 4, 3, 6)  # The first episode needs no padding.
@@ -71,8 +71,8 @@ def test_padded_string_items_match_tf_agents(make_server, robotics, length,
   result = rlds_reverb.push(
       robotics, client, 'ours', sequence_length=length, stride_length=stride,
       end_of_episode=end_of_episode, policy_info_fn=instruction_info)
-  expected = take_all(server, 'tfa')
-  got = take_all(server, 'ours')
+  expected = drain(server, 'tfa')
+  got = drain(server, 'ours')
   assert expected and result.items == len(expected)
   assert same_items(expected, got)
   if end_of_episode is not EOE.DROP:
@@ -93,9 +93,9 @@ def test_episode_items_with_strings_match_tf_agents(make_server, robotics):
   assert rlds_reverb.push_rlds_to_reverb(
       robotics, observer, instruction_info) == sum(LENGTHS)
   observer.close()
-  expected = take_all(server, 'tfa')
+  expected = drain(server, 'tfa')
   assert len(expected) == len(LENGTHS)
-  assert same_items(expected, take_all(server, 'ours'))
+  assert same_items(expected, drain(server, 'ours'))
 
 
 def test_strings_sample_back_through_replay_buffer(make_server, robotics):
@@ -165,7 +165,7 @@ def test_rows_of_another_shape_go_to_a_new_writer(make_server):
                             sequence_length=2)
   assert result.items == 3 * len(sizes)
   got = sorted(item.observation.tobytes() for _, item in
-               take_all(server, 't'))
+               drain(server, 't'))
   expected = sorted(np.stack(e['observation'][i:i + 2]).tobytes()
                     for e in episodes for i in range(3))
   assert got == expected

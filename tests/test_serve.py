@@ -11,136 +11,25 @@ import pathlib
 import shutil
 import signal
 import socket
-import subprocess
-import sys
-import threading
-import time
 import zlib
 
-import numpy as np
 import pytest
 import reverb
-import tree
 
 import rlds_reverb
 from rlds_reverb import checkpoints
 from rlds_reverb import specs
 from tests import reverb_tables
 from tests import rlds_data
-from tests.test_cli import CLEAN
-from tests.test_cli import HANG_GUARD_S
-from tests.test_cli import error_lines
-from tests.test_cli import float64_signature
-from tests.test_cli import run_cli
-from tests.test_cli import write_tfds
-
-TABLE = 'replay'
-NOTE_DEADLINE_S = 30
-
-
-@pytest.fixture(scope='module')
-def dataset(tmp_path_factory):
-  return write_tfds(tmp_path_factory.mktemp('tfds'), 'clean_rlds', CLEAN)
-
-
-@pytest.fixture(scope='module')
-def signature():
-  return specs.table_signature(
-      rlds_reverb.create_trajectory_data_spec(rlds_data.as_rlds(CLEAN)))
-
-
-@pytest.fixture(scope='module')
-def pushed_items(signature):
-  """The items one push of CLEAN leaves, read back from an in-process table."""
-  server = reverb_tables.start_server(
-      [reverb_tables.fifo_table(TABLE, signature)])
-  try:
-    rlds_reverb.push(rlds_data.as_rlds(CLEAN), reverb_tables.address(server),
-                     TABLE)
-    return reverb_tables.drain(server, TABLE)
-  finally:
-    server.stop()
-
-
-class Serve:
-  """`rlds-reverb serve` as a subprocess with its stderr in a file."""
-
-  def __init__(self, dataset, stderr_path, checkpoint_dir=None, port=None,
-               table_args=('--table', TABLE, '--sampler', 'fifo',
-                           '--max-size', '100'), names=(TABLE,)):
-    command = [sys.executable, '-m', 'rlds_reverb', 'serve', '--dataset',
-               dataset, *table_args]
-    self.names = ', '.join(names)
-    if checkpoint_dir is not None:
-      command += ['--checkpoint-dir', str(checkpoint_dir)]
-    if port is not None:
-      command += ['--port', str(port)]
-    self.stderr_path = pathlib.Path(stderr_path)
-    with open(self.stderr_path, 'w') as stderr:
-      self.process = subprocess.Popen(command, stdout=subprocess.PIPE,
-                                      stderr=stderr, text=True)
-    self.address = None
-
-  def __enter__(self):
-    """Waits for 'serving TABLE on ADDRESS'; a hang is killed by a timer."""
-    guard = threading.Timer(HANG_GUARD_S, self.process.kill)
-    guard.start()
-    try:
-      line = self.process.stdout.readline()
-    finally:
-      guard.cancel()
-    assert line.startswith(f'serving {self.names} on '), (line, self.stderr())
-    self.address = line.split()[-1]
-    self.port = int(self.address.split(':')[-1])
-    assert line == (f'serving {self.names} on port {self.port} of every '
-                    f'interface, e.g. localhost:{self.port}\n'), line
-    return self
-
-  def __exit__(self, *exc_info):
-    if self.process.poll() is None:
-      self.process.kill()
-    if not self.process.stdout.closed:
-      self.process.communicate(timeout=HANG_GUARD_S)
-
-  def stderr(self) -> str:
-    return self.stderr_path.read_text()
-
-  def wait_for_note(self, text: str) -> str:
-    """The stderr once it contains `text`; fails at the deadline or on exit."""
-    deadline = time.monotonic() + NOTE_DEADLINE_S
-    while text not in self.stderr():
-      assert self.process.poll() is None, (text, self.stderr())
-      assert time.monotonic() < deadline, (text, self.stderr())
-      time.sleep(0.05)
-    return self.stderr()
-
-  def stop(self, signum=signal.SIGTERM) -> int:
-    self.process.send_signal(signum)
-    self.process.communicate(timeout=HANG_GUARD_S)
-    return self.process.returncode
-
-  def size(self) -> int:
-    client = reverb.Client(self.address)
-    return client.server_info(timeout=10)[TABLE].current_size
-
-
-def take_all(address: str, table: str = TABLE):
-  """Every item, oldest first, as (priority, data).
-
-  Serve's table keeps sampled items, so each is deleted once sampled; its fifo
-  sampler then gives the next.
-  """
-  client = reverb.Client(address)
-  count = client.server_info(timeout=10)[table].current_size
-  items = []
-  for _ in range(count):
-    sample = next(client.sample(table, emit_timesteps=False,
-                                unpack_as_table_signature=True))
-    items.append((float(sample.info.priority),
-                  tree.map_structure(np.asarray, sample.data)))
-    client.mutate_priorities(table, deletes=[sample.info.key])
-  assert client.server_info(timeout=10)[table].current_size == 0
-  return items
+from tests.cli_data import CLEAN
+from tests.cli_runs import error_lines
+from tests.cli_runs import run_cli
+from tests.reverb_tables import float64_signature
+from tests.serve_command import Serve
+from tests.serve_command import TABLE
+from tests.serve_command import dataset  # pylint: disable=unused-import
+from tests.serve_command import pushed_items  # pylint: disable=unused-import
+from tests.serve_command import signature  # pylint: disable=unused-import
 
 
 def push(address: str) -> None:
@@ -184,7 +73,7 @@ def test_sigusr1_survives_sigkill_and_sigterm_checkpoints(
     assert f': {broken}. Reverb ignores it, loads {second} instead' in stderr
     assert (f"restored checkpoint {root / second}: 12 items in '{TABLE}'"
             in stderr)
-    assert (reverb_tables.as_multiset(take_all(serve.address))
+    assert (reverb_tables.as_multiset(reverb_tables.drain(serve.address, TABLE))
             == reverb_tables.as_multiset(pushed_items * 2))
 
 
@@ -288,7 +177,7 @@ def test_second_serve_on_a_served_port_is_refused(dataset, pushed_items,
     # Every interface: both loopbacks reach the one server.
     push(f'127.0.0.1:{port}')
     push(f'[::1]:{port}')
-    assert (reverb_tables.as_multiset(take_all(first.address))
+    assert (reverb_tables.as_multiset(reverb_tables.drain(first.address, TABLE))
             == reverb_tables.as_multiset(pushed_items * 2))
     assert first.stop(signal.SIGINT) == 0, first.stderr()  # Ctrl-C.
   assert 'Traceback' not in first.stderr()
@@ -325,7 +214,7 @@ def test_port_0_serves_on_a_free_port_it_prints(dataset, pushed_items,
   with Serve(dataset, tmp_path / 'serve.err', port=0) as serve:
     assert serve.port != 0
     push(serve.address)
-    assert (reverb_tables.as_multiset(take_all(serve.address))
+    assert (reverb_tables.as_multiset(reverb_tables.drain(serve.address, TABLE))
             == reverb_tables.as_multiset(pushed_items))
     assert serve.stop(signal.SIGTERM) == 0
 

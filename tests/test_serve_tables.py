@@ -22,14 +22,13 @@ from rlds_reverb.write import capacity
 from rlds_reverb.write import memory
 from tests import reverb_tables
 from tests import rlds_data
-from tests.test_cli import CLEAN
-from tests.test_cli import error_lines
-from tests.test_cli import run_cli
-from tests.test_serve import Serve
-from tests.test_serve import dataset  # pylint: disable=unused-import
-from tests.test_serve import pushed_items  # pylint: disable=unused-import
-from tests.test_serve import signature  # pylint: disable=unused-import
-from tests.test_serve import take_all
+from tests.cli_data import CLEAN
+from tests.cli_runs import error_lines
+from tests.cli_runs import run_cli
+from tests.serve_command import Serve
+from tests.serve_command import dataset  # pylint: disable=unused-import
+from tests.serve_command import pushed_items  # pylint: disable=unused-import
+from tests.serve_command import signature  # pylint: disable=unused-import
 
 # Before any --table: every table's, unless it sets its own (the exponent
 # only applies to the prioritized one).
@@ -103,13 +102,13 @@ def test_memory_estimate_per_table(served):
 
 
 def test_push_into_one_table_and_sample_it_back(served, pushed_items):  # pylint: disable=redefined-outer-name
-  """Into 'fifo' only; `take_all` samples it empty (its MinSize is 1)."""
+  """Into 'fifo' only; `drain` samples it empty (its MinSize is 1)."""
   result = rlds_reverb.push(rlds_data.as_rlds(CLEAN), served.address, 'fifo')
   assert result.items == 6
   sizes = {name: info.current_size for name, info in
            reverb.Client(served.address).server_info(timeout=30).items()}
   assert sizes == {'uniform': 0, 'prioritized': 0, 'fifo': 6, 'ratio': 0}
-  assert (reverb_tables.as_multiset(take_all(served.address, 'fifo'))
+  assert (reverb_tables.as_multiset(reverb_tables.drain(served.address, 'fifo'))
           == reverb_tables.as_multiset(pushed_items))
 
 

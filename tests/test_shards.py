@@ -18,9 +18,12 @@ import rlds_reverb
 from rlds_reverb import specs
 from tests import reverb_tables
 from tests import rlds_data
+from tests.cli_data import write_tfds
+from tests.cli_runs import HANG_GUARD_S
+from tests.cli_runs import error_lines
+from tests.cli_runs import run_cli
+from tests.cli_runs import run_cli_here
 from tests.server_process import ServerProcess
-from tests.test_cli import HANG_GUARD_S
-from tests.test_cli import error_lines, run_cli, run_cli_here, write_tfds
 
 # 7 episodes of 2..8 steps: shards of 2 and 3 are uneven.
 EPISODES = [rlds_data.flat_episode(n, seed=200 + n) for n in range(2, 9)]
@@ -37,13 +40,10 @@ def dataset_dir(tmp_path_factory):
   return write_tfds(tmp_path_factory.mktemp('tfds'), 'seven_rlds', EPISODES)
 
 
-@pytest.fixture
-def server(dataset_dir):
-  spec = rlds_reverb.create_trajectory_data_spec(rlds_reverb.load(dataset_dir))
-  server = reverb_tables.start_server(
-      [reverb_tables.fifo_table('a', specs.table_signature(spec))])
-  yield server
-  server.stop()
+@pytest.fixture(scope='module')
+def served_tables(dataset_dir):
+  return [reverb_tables.fifo_table('a',
+                                   reverb_tables.signature_for(dataset_dir))]
 
 
 @pytest.mark.parametrize('count', [1, 2, 3, 7])
@@ -140,7 +140,8 @@ def test_push_shards_from_python(dataset_dir, server):
 
 def test_push_shards_run_the_checked_push_into_each_server(tmp_path):
   """Shard i into server i % 2; each shard skips its own bad episodes."""
-  from tests.test_cli import MIXED, MIXED_INVALID  # pylint: disable=g-import-not-at-top
+  from tests.cli_data import MIXED  # pylint: disable=g-import-not-at-top
+  from tests.cli_data import MIXED_INVALID  # pylint: disable=g-import-not-at-top
   directory = write_tfds(tmp_path, 'mixed_rlds', MIXED, MIXED_INVALID)
   spec = rlds_reverb.create_trajectory_data_spec(rlds_reverb.load(directory))
   servers = [reverb_tables.start_server(

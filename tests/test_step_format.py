@@ -21,13 +21,13 @@ from rlds_reverb import stats
 from rlds_reverb import validation
 from tests import reverb_tables
 from tests import rlds_data
-from tests.test_push import client_of
-from tests.test_push import episodes_of
-from tests.test_push import observe_all
-from tests.test_push import same_items
-from tests.test_push import signature_of
-from tests.test_push import take_all
-from tests.test_tf_agents_differential import assert_same_trajectories
+from tests.reverb_tables import client_of
+from tests.reverb_tables import drain
+from tests.reverb_tables import same_items
+from tests.tfa_reference import assert_same_trajectories
+from tests.tfa_reference import episodes_of
+from tests.tfa_reference import observe_all
+from tests.tfa_reference import signature_of
 
 DISCOUNT_NOTE = ('steps/discount is missing: every discount is 1.0 (0 on a '
                  'terminal last step).')
@@ -133,9 +133,9 @@ def test_push_writes_what_tf_agents_observers_write(make_server, case):
                                                pad_end_of_episodes=True)])
   result = rlds_reverb.push(stored, client, 'ours', sequence_length=3,
                             end_of_episode='pad')
-  expected = take_all(server, 'tfa')
+  expected = drain(server, 'tfa')
   assert expected and result.items == len(expected)
-  assert same_items(expected, take_all(server, 'ours'))
+  assert same_items(expected, drain(server, 'ours'))
   assert list(result.notes) == rlds_reverb.specs.step_format(stored).notes()
 
 

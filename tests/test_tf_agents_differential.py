@@ -11,11 +11,11 @@ from tf_agents.replay_buffers import rlds_to_reverb as tfa  # pylint: disable=g-
 from tf_agents.replay_buffers import rlds_to_reverb_test as tfa_test  # pylint: disable=g-import-not-at-top
 from tf_agents.specs import tensor_spec  # pylint: disable=g-import-not-at-top
 from tf_agents.trajectories import trajectory  # pylint: disable=g-import-not-at-top
-import tree  # pylint: disable=g-import-not-at-top
 
 import rlds_reverb  # pylint: disable=g-import-not-at-top
 from rlds_reverb import specs  # pylint: disable=g-import-not-at-top
 from tests import rlds_data  # pylint: disable=g-import-not-at-top
+from tests.tfa_reference import assert_same_trajectories  # pylint: disable=g-import-not-at-top
 
 SEEDS = [0, 1, 2, 3, 4]
 
@@ -29,21 +29,6 @@ def random_episodes(seed, num_episodes=None):
                              terminal=bool(rng.integers(0, 2)))
       for i in range(num_episodes)
   ]
-
-
-def assert_same_trajectories(ours, theirs):
-  assert len(ours) == len(theirs), (len(ours), len(theirs))
-  for index, (got, want) in enumerate(zip(ours, theirs)):
-    for field in trajectory.Trajectory._fields:
-      got_field, want_field = getattr(got, field), getattr(want, field)
-      tree.assert_same_structure(want_field, got_field)
-      for got_leaf, want_leaf in zip(tree.flatten(got_field),
-                                     tree.flatten(want_field)):
-        got_leaf, want_leaf = np.asarray(got_leaf), np.asarray(want_leaf)
-        where = f'trajectory {index}, {field}'
-        assert got_leaf.dtype == want_leaf.dtype, where
-        assert got_leaf.shape == want_leaf.shape, where
-        np.testing.assert_array_equal(got_leaf, want_leaf, err_msg=where)
 
 
 def both(dataset, policy_info_fn=None):

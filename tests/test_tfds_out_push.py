@@ -24,18 +24,8 @@ from rlds_reverb.tfds_out import EpisodeWriter  # pylint: disable=g-import-not-a
 from rlds_reverb.tfds_out import features_from_specs  # pylint: disable=g-import-not-at-top
 from tests import driver_data  # pylint: disable=g-import-not-at-top
 from tests import reverb_tables  # pylint: disable=g-import-not-at-top
-
-
-def policy_info(current, following):
-  del following
-  return current['policy_info']
-
-
-def leaf_index(trajectory_spec, name: str) -> int:
-  """Where the field `name` is among a trajectory's flat leaves."""
-  names = [name for name, _ in specs_paths.flatten_with_paths(
-      to_rlds.as_dicts(trajectory_spec))]
-  return names.index(name)
+from tests.export_data import leaf_index  # pylint: disable=g-import-not-at-top
+from tests.export_data import policy_info  # pylint: disable=g-import-not-at-top
 
 
 def test_recorded_episodes_push_the_observers_items(make_server, tmp_path):
