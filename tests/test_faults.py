@@ -30,6 +30,7 @@ from rlds_reverb.write import writer as writer_lib
 from tests import reverb_tables
 from tests import rlds_data
 from tests.cli_data import CLEAN
+from tests.cli_data import corrupt_second_record
 from tests.cli_data import write_tfds
 from tests.cli_runs import HANG_GUARD_S
 from tests.cli_runs import error_lines
