@@ -165,14 +165,13 @@ def run_shards(dataset, server, tables, *, workers: int, split: str = 'train',
   with concurrent.futures.ProcessPoolExecutor(
       workers, mp_context=context, initializer=_start_worker,
       initargs=(interrupted,)) as pool:
-    futures = []
+    with _sigint_ignored():  # Inherited: workers start deaf to Ctrl-C.
+      futures = [
+          pool.submit(_push_shard, dataset, split, data_dir, (index, workers),
+                      servers[index % len(servers)], tables, options,
+                      _shard_checks(checks, index, workers))
+          for index in range(workers)]
     try:
-      with _sigint_ignored():  # Inherited: workers start deaf to Ctrl-C.
-        futures.extend(
-            pool.submit(_push_shard, dataset, split, data_dir,
-                        (index, workers), servers[index % len(servers)],
-                        tables, options, _shard_checks(checks, index, workers))
-            for index in range(workers))
       concurrent.futures.wait(futures)
     except KeyboardInterrupt:
       interrupted.set()  # For workers still starting: they look at it.
@@ -219,22 +218,19 @@ def check_servers(servers: Sequence[str], timeout_s: float) -> None:
 
 @contextlib.contextmanager
 def _sigint_ignored():
-  """SIGINT ignored while workers are spawned, so that they inherit it, and
-  held (blocked) here, so that a Ctrl-C meanwhile arrives once it ends.
+  """SIGINT ignored while workers are spawned, so that they inherit it.
 
   A worker that takes Ctrl-C while Python starts it (before its task runs)
   dies, and the pool then kills every other worker, confirmed or not. So
   workers start ignoring SIGINT and listen once their task begins
-  (`_listen_for_ctrl_c`). A blocked signal is kept pending even while
-  ignored (Linux), and a pending signal is not inherited.
+  (`_listen_for_ctrl_c`); a Ctrl-C in the few milliseconds of spawning is
+  lost.
   """
-  signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
   previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
   try:
     yield
   finally:
     signal.signal(signal.SIGINT, previous)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 _interrupted = None  # In a worker: the parent's event, set on Ctrl-C.
