@@ -484,18 +484,23 @@ def test_ctrl_c_with_workers_says_what_each_confirmed_and_resumes(
   assert sorted(pushed) == sorted(clean)  # As multisets: every item once.
 
 
-def _starting_workers(parent_pid: int) -> list:
-  """Pids of the worker processes `parent_pid` has spawned so far (their
-  command line runs multiprocessing's `spawn_main`; its resource tracker's
-  does not)."""
+def _loading_workers(parent_pid: int) -> list:
+  """Pids of the workers `parent_pid` spawned that are loading TensorFlow:
+  their task has begun (the spawning, during which the parent holds
+  SIGINT off, is over) and they have written nothing yet.
+
+  A worker's command line runs multiprocessing's `spawn_main` (its resource
+  tracker's does not); TensorFlow's library shows in its memory map.
+  """
   pids = []
   for child in pathlib.Path(f'/proc/{parent_pid}/task').glob('*/children'):
     for pid in child.read_text().split():
       try:
         command = pathlib.Path(f'/proc/{pid}/cmdline').read_bytes()
-      except FileNotFoundError:
+        maps = pathlib.Path(f'/proc/{pid}/maps').read_text()
+      except (FileNotFoundError, ProcessLookupError):
         continue
-      if b'spawn_main' in command:
+      if b'spawn_main' in command and 'tensorflow' in maps:
         pids.append(int(pid))
   return pids
 
@@ -509,7 +514,7 @@ def test_ctrl_c_while_workers_start_names_every_shard(dirs):
     push = _start_push('--dataset', dirs['long'], '--server', server.address,
                        '--table', 'replay', '--workers', '2')
     deadline = time.monotonic() + HANG_GUARD_S
-    while len(_starting_workers(push.pid)) < 2:
+    while len(_loading_workers(push.pid)) < 2:
       assert push.poll() is None, push.communicate()
       assert time.monotonic() < deadline, 'the workers never started'
       time.sleep(POLL_S)
