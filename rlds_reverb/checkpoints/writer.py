@@ -35,6 +35,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
+from rlds_reverb._util import files
 from rlds_reverb._util import wording
 from rlds_reverb.checkpoints import directories
 from rlds_reverb.checkpoints import item_records
@@ -291,11 +292,11 @@ class CheckpointWriter:
       tables.write_records(records)
       for file in self._files.values():
         file.close()
-      _fsync_directory(self.path)
+      files.sync_directory(self.path)
       with open(os.path.join(self.path, directories.DONE), 'xb') as done:
         os.fsync(done.fileno())
-      _fsync_directory(self.path)
-      _fsync_directory(self.root)
+      files.sync_directory(self.path)
+      files.sync_directory(self.root)
     self._closed = True
     return self.path
 
@@ -372,14 +373,6 @@ class _KeySet:
 def _more(count: int) -> str:
   """' (and 3 more)' after the first of `count`; '' for one."""
   return f' (and {count - 1:,} more)' if count > 1 else ''
-
-
-def _fsync_directory(path: str) -> None:
-  descriptor = os.open(path, os.O_RDONLY)
-  try:
-    os.fsync(descriptor)
-  finally:
-    os.close(descriptor)
 
 
 def _chunks_per_batch(chunks: messages_lib.Chunks) -> int:
