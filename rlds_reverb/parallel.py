@@ -188,15 +188,10 @@ def _outcome(future: concurrent.futures.Future, index: int,
   with what happened, never lost in the parent's own error."""
   try:
     return future.result()
-  except KeyboardInterrupt:  # Between its push and its report: rare.
-    return ShardOutcome(f'{index}/{workers}', error='interrupted.',
-                        error_type='KeyboardInterrupt',
-                        notes=('Interrupted before it reported what it '
-                               'wrote.',))
-  except Exception as e:  # pylint: disable=broad-except
-    return ShardOutcome(f'{index}/{workers}',
-                        error=wording.one_line(str(e)) or type(e).__name__,
-                        error_type=type(e).__name__)
+  except (Exception, KeyboardInterrupt) as e:  # pylint: disable=broad-except
+    if isinstance(e, KeyboardInterrupt):  # Between its push and its report.
+      e.add_note('Interrupted before it reported what it wrote.')
+    return _failed(f'{index}/{workers}', e, plan=None)
 
 
 def check_servers(servers: Sequence[str], timeout_s: float) -> None:
