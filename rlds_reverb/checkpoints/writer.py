@@ -255,7 +255,7 @@ class CheckpointWriter:
           f'go in insertion order, oldest first.')
     bounds = np.concatenate([[0], np.cumsum(items.slice_counts)])
     for start in range(0, len(items), BATCH_ITEMS):
-      part = _item_part(items, start, start + BATCH_ITEMS, bounds)
+      part = messages_lib.item_part(items, start, start + BATCH_ITEMS, bounds)
       self._files[directories.ITEMS].write_framed(
           *item_records.framed(table, part))
     self._referenced.add(messages_lib.referenced_chunks(items))
@@ -393,26 +393,3 @@ def _chunk_part(chunks: messages_lib.Chunks, start: int, end: int
       chunks, keys=chunks.keys[start:end], episodes=chunks.episodes[start:end],
       steps=chunks.steps[start:end], row_starts=chunks.row_starts[start:end],
       lengths=chunks.lengths[start:end])
-
-
-def _item_part(items: messages_lib.Items, start: int, end: int,
-               bounds: np.ndarray) -> messages_lib.Items:
-  """Items [start, end); bounds: where each (item, column)'s slices start."""
-  if start == 0 and end >= len(items):
-    return items
-  columns = items.num_columns
-  counts = np.asarray(items.slice_counts)
-  first, last = bounds[start * columns], bounds[min(end, len(items)) * columns]
-  squeeze = np.asarray(items.squeeze)
-  if squeeze.size != columns:
-    squeeze = squeeze[start * columns:end * columns]
-  return dataclasses.replace(
-      items, keys=items.keys[start:end], priorities=items.priorities[start:end],
-      times=items.times[start:end],
-      slice_counts=counts[start * columns:end * columns],
-      chunk_keys=items.chunk_keys[first:last],
-      offsets=items.offsets[first:last],
-      lengths=items.lengths[first:last], indexes=items.indexes[first:last],
-      squeeze=squeeze,
-      times_sampled=(None if items.times_sampled is None else
-                     items.times_sampled[start:end]))
