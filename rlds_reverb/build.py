@@ -153,9 +153,9 @@ def build_checkpoint(
     tables: a `rlds_reverb.tables.TableOptions` (e.g. `tables.uniform(
       'replay', max_size)`), a table name (`TableOptions(name)`: `serve`'s
       default table), or a sequence of them; each item goes to each table.
-    sequence_length, stride_length, priority, end_of_episode,
-      policy_info_fn, chunk_length, strict, images, image_format,
-      image_fields, options: what is written, as for `push`.
+    sequence_length, stride_length, priority, end_of_episode: as for `push`.
+    policy_info_fn, chunk_length, strict, images, image_format: as for `push`.
+    image_fields, options: as for `push`.
     on_invalid: 'raise' or 'skip' (`push`'s; 'stop' writes part of the data,
       which a build, all or nothing, does not).
     append: write a new checkpoint into a `directory` that holds one (a
