@@ -183,8 +183,8 @@ def build_checkpoint(
       image_format=image_format, image_fields=image_fields)
   job = CheckedBuild(rlds_data, tables, options, _on_invalid(on_invalid),
                      policy_info_fn=policy_info_fn)
-  plan = job.check(on_read)
-  _warn(plan)
+  writer_lib.check_root(directory, append)
+  _warn(job.check(on_read))
   return job.write(directory, append=append, on_built=on_built)
 
 
@@ -219,6 +219,7 @@ def build_nstep_checkpoint(
   nstep.check_parameters(n, discount)
   job = CheckedBuild(rlds_data, tables, options, OnInvalid.RAISE,
                      nstep=(n, discount))
+  writer_lib.check_root(directory, append)
   job.check()
   return job.write(directory, append=append, on_built=on_built)
 
@@ -283,6 +284,13 @@ class CheckedBuild:
   def check(self, on_read: Optional[Callable[[int, int], None]] = None
             ) -> BuildPlan:
     """Everything before writing; raises if the build must not start."""
+    try:
+      return self._check(on_read)
+    except KeyboardInterrupt as e:
+      e.add_note('Nothing was written.')
+      raise
+
+  def _check(self, on_read) -> BuildPlan:
     step_format = specs.step_format(self._data, self._options.strict)
     if self._encoding is not None:
       step_format = self._encoding.named(step_format)

@@ -179,9 +179,12 @@ def test_a_directory_with_a_checkpoint_is_refused_unless_appended(
   data = rlds_reverb.load(source).take(3)
   first = rlds_reverb.build_checkpoint(data, tmp_path, 'replay')
 
+  def never_read(episodes, steps):
+    raise AssertionError('the directory is checked before the data is read')
+
   with pytest.raises(rlds_reverb.CheckpointWriteError,
                      match='already holds a Reverb checkpoint'):
-    rlds_reverb.build_checkpoint(data, tmp_path, 'replay')
+    rlds_reverb.build_checkpoint(data, tmp_path, 'replay', on_read=never_read)
   second = rlds_reverb.build_checkpoint(data.skip(2).take(1), tmp_path,
                                         'replay', append=True)
 

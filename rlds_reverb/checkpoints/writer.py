@@ -65,6 +65,28 @@ def checkpoint_name(now_ns: Optional[int] = None) -> str:
           f'{offset[:3]}:{offset[3:]}')
 
 
+def check_root(root: str, append: bool = False) -> directories.Checkpoints:
+  """Raises unless a new checkpoint can go into `root`: a writable directory
+  (or one that can be made) without a checkpoint, unless `append`. Returns
+  its checkpoints. Called again by `CheckpointWriter`; a build calls it
+  first, before reading its data.
+
+  Raises:
+    CheckpointWriteError: naming the root and what is wrong.
+  """
+  root = os.fspath(root)
+  error = directories.writable_error(root)
+  if error:
+    raise CheckpointWriteError(f'Cannot write a checkpoint: {error}.')
+  found = directories.find(root)
+  if found.newest and not append:
+    raise CheckpointWriteError(
+        f'{root} already holds a Reverb checkpoint ({found.newest}), which '
+        f'a server would load; write to another directory, or append a new '
+        f'checkpoint (which the server then loads instead).')
+  return found
+
+
 class Keys:
   """Distinct 64-bit keys for chunks and items, random-looking as Reverb's:
   2^63 + a bijection of 63-bit numbers (multiply by odd numbers, xor-shift)
@@ -157,15 +179,7 @@ class CheckpointWriter:
           f'Cannot write a checkpoint in {root}: {e.strerror or e}') from e
 
   def _new_name(self, root: str, append: bool) -> str:
-    error = directories.writable_error(root)
-    if error:
-      raise CheckpointWriteError(f'Cannot write a checkpoint: {error}.')
-    found = directories.find(root)
-    if found.newest and not append:
-      raise CheckpointWriteError(
-          f'{root} already holds a Reverb checkpoint ({found.newest}), which '
-          f'a server would load; write to another directory, or append a new '
-          f'checkpoint (which the server then loads instead).')
+    found = check_root(root, append)
     name = checkpoint_name()
     if found.newest and found.newest >= name:
       raise CheckpointWriteError(
