@@ -210,7 +210,7 @@ def test_malformed_data_writes_nothing_and_skip_leaves_it_out(tmp_path):
   with pytest.raises(rlds_reverb.MalformedEpisodeError,
                      match=r'^Terminal step must be the last step of an episode. \(episode 2, step 1\)'):
     rlds_reverb.build_checkpoint(data, tmp_path / 'ckpt', 'replay')
-  assert not os.path.exists(tmp_path / 'ckpt')
+  assert os.listdir(tmp_path / 'ckpt') == []  # Made and checked, then left.
   result = rlds_reverb.build_checkpoint(data, tmp_path / 'ckpt', 'replay',
                                         on_invalid='skip')
 
