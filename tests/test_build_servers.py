@@ -105,3 +105,70 @@ def test_local_workers_build_one_checkpoint_per_server(
     assert result.episodes == len(LENGTHS[server_index::SERVERS])
     assert result.trajectories == sum(LENGTHS[server_index::SERVERS])
   assert not os.path.exists(tmp_path / 'built' / parts.PARTS)
+
+
+def test_beam_builds_one_checkpoint_per_server(source, signature, pushed,
+                                               tmp_path):
+  from rlds_reverb import beam as rlds_beam  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  results = rlds_beam.build(source, tmp_path / 'built', [TABLE],
+                            servers=SERVERS, parts_per_file=2)
+
+  for server_index, result in enumerate(results):
+    root = parts.server_root(tmp_path / 'built', server_index, SERVERS)
+    found = checkpoints.find(root)
+    assert result.path == found.path(found.newest)
+    got = loaded_items(root, signature)
+    assert_same_items(got, pushed[server_index])
+    assert result.items == len(got)
+    assert result.episodes == len(LENGTHS[server_index::SERVERS])
+  assert not os.path.exists(tmp_path / 'built' / parts.PARTS)
+
+
+def written_parts(source, directory):
+  """Two workers' shares, each a part per server (built in this process)."""
+  from rlds_reverb import build_parts  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  shares = [build_parts.build_share(
+      build_parts.share_ranges(source, 'train', None, index, 2),
+      directory, [TABLE], SERVERS) for index in range(2)]
+  return shares
+
+
+def test_a_part_is_merged_only_whole(source, signature, pushed, tmp_path):
+  shares = written_parts(source, tmp_path)
+  settings = shares[0].settings
+  whole = shares[0].parts[0]
+  # Server 0's part of the second share, as its worker left it when killed
+  # before the rename: chunks, and the items file under its temporary name.
+  half = shares[1].parts[0]
+  os.replace(half, half + '.tmp')
+
+  assert parts.find(tmp_path, 0, SERVERS) == [whole]
+  with pytest.raises(CheckpointWriteError, match='Cannot read the part'):
+    parts.merge([whole, half], tmp_path / 'merged', settings)
+  assert not checkpoints.find(os.fspath(tmp_path / 'merged')).complete
+
+  os.replace(half + '.tmp', half)
+  merged = parts.merge(parts.find(tmp_path, 0, SERVERS),
+                       tmp_path / 'merged', settings)
+  assert_same_items(loaded_items(tmp_path / 'merged', signature), pushed[0])
+  assert merged.parts == 2
+
+  with pytest.raises(CheckpointWriteError, match=r'Episodes \d+ to \d+ are '
+                     r'in two parts'):
+    parts.merge([whole, whole], tmp_path / 'twice', settings)
+
+
+def test_a_part_whose_chunks_are_cut_short_is_refused(source, tmp_path):
+  shares = written_parts(source, tmp_path)
+  path = shares[0].parts[1]
+  chunks = path[:-len(parts.SUFFIX)] + parts.CHUNKS_SUFFIX
+  size = os.path.getsize(chunks)
+  with open(chunks, 'r+b') as f:
+    f.truncate(size - 1)
+
+  with pytest.raises(CheckpointWriteError, match=(
+      f'The part {path} has {size:,} bytes of chunks; {chunks} holds '
+      f'{size - 1:,}: the part is damaged.')):
+    parts.merge([path], tmp_path / 'merged', shares[0].settings)
+  assert not os.path.exists(tmp_path / 'merged') or not checkpoints.find(
+      os.fspath(tmp_path / 'merged')).complete

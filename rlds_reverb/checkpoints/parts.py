@@ -73,6 +73,14 @@ def find(directory: str, server: int, servers: int) -> List[str]:
                 if name.endswith(SUFFIX))
 
 
+def remove(paths: Sequence[str]) -> None:
+  """Removes the parts at `paths` (each an .npz and its chunks)."""
+  for path in paths:
+    for name in (path, path[:-len(SUFFIX)] + CHUNKS_SUFFIX):
+      if os.path.exists(name):
+        os.remove(name)
+
+
 def remove_parts(directory: str) -> None:
   """Removes every part (whole or not) under `directory`."""
   shutil.rmtree(os.path.join(directory, PARTS), ignore_errors=True)
