@@ -109,7 +109,7 @@ def merge_server(directory: str, server: int, servers: int,
   return dict(path=merged.path, episodes=merged.episodes, steps=merged.steps,
               items=merged.items, evicted=list(merged.evicted), bytes=size,
               warnings=[where + text for text in
-                        build_lib._capacity_warnings(plan)])  # pylint: disable=protected-access
+                        build_lib.capacity_warnings(plan)])
 
 
 def _episodes(data, plan: build_lib.BuildPlan, options: PushOptions):
@@ -117,10 +117,8 @@ def _episodes(data, plan: build_lib.BuildPlan, options: PushOptions):
   prepared, _ = encoded.prepare(data, options.image_storage)
   kept = validation.without_episodes(
       whole_reads.whole(prepared), [e.position for e in plan.skipped])
-  blocks = build_lib._trajectory_blocks(  # pylint: disable=protected-access
-      kept, None, options.strict).map(build_lib._flat_trajectory)  # pylint: disable=protected-access
-  positions = build_lib._kept_positions(plan.skipped)  # pylint: disable=protected-access
-  for index, rows in build_lib._numpy(blocks):  # pylint: disable=protected-access
+  positions = build_lib.kept_positions(plan.skipped)
+  for index, rows in build_lib.episode_rows(kept, None, options.strict):
     yield positions(int(index)), rows
 
 

@@ -164,14 +164,12 @@ class _WriteParts(beam.DoFn):
     """Converts the batch as `WriteToReverb` does; plans it."""
     if not self._batch:
       return
-    from rlds_reverb import convert  # pylint: disable=g-import-not-at-top,import-outside-toplevel
     from rlds_reverb import build  # pylint: disable=g-import-not-at-top,import-outside-toplevel
     positions = [position for position, _ in self._batch]
     data = write._as_rlds([steps for _, steps in self._batch],  # pylint: disable=protected-access
                           self._step_spec)
     self._batch, self._steps = [], 0
-    blocks = convert.trajectory_blocks(data, None, self._options.strict)
-    for index, rows in build._numpy(blocks.map(build._flat_trajectory)):  # pylint: disable=protected-access
+    for index, rows in build.episode_rows(data, None, self._options.strict):
       self._router.add(positions[int(index)], rows)
 
 
