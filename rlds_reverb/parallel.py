@@ -452,7 +452,18 @@ def build_shards(dataset: Union[str, Sequence[str]], directory: str, tables,
     finally:
       from rlds_reverb.checkpoints import parts  # pylint: disable=g-import-not-at-top,import-outside-toplevel
       parts.remove_parts(directory)
-  return _build_results(shares, merges, servers, time.perf_counter() - start)
+  results = _build_results(shares, merges, servers,
+                           time.perf_counter() - start)
+  _warn_capacity([text for result in results for text in result.warnings])
+  return results
+
+
+def _warn_capacity(texts: Sequence[str]) -> None:
+  """As `build_checkpoint` warns (TensorFlow imported only if any)."""
+  if texts:
+    from rlds_reverb.checked_push import CapacityWarning  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+    for text in texts:
+      warnings.warn(text, CapacityWarning, stacklevel=3)
 
 
 def _each(pool, interrupted, tasks) -> List[ShardOutcome]:

@@ -172,3 +172,24 @@ def test_a_part_whose_chunks_are_cut_short_is_refused(source, tmp_path):
     parts.merge([path], tmp_path / 'merged', shares[0].settings)
   assert not os.path.exists(tmp_path / 'merged') or not checkpoints.find(
       os.fspath(tmp_path / 'merged')).complete
+
+
+def test_a_server_too_small_keeps_its_newest_items_and_warns(
+    source, signature, pushed, tmp_path):
+  small = tables.fifo('replay', max_size=40)
+
+  with pytest.warns(rlds_reverb.CapacityWarning) as warned:
+    results = parallel.build_shards(source, tmp_path / 'built', [small],
+                                    workers=1, servers=SERVERS)
+
+  texts = [str(w.message) for w in warned]
+  for server_index, result in enumerate(results):
+    made = len(pushed[server_index])
+    assert result.evicted == (('replay', made - 40),)
+    assert texts[server_index].startswith(
+        f"server {server_index} of {SERVERS}: table 'replay' holds at most "
+        f'40 items; this build makes {made:,}, so the checkpoint keeps the '
+        f'newest 40')
+    root = parts.server_root(tmp_path / 'built', server_index, SERVERS)
+    got = loaded_items(root, signature)
+    assert_same_items(got, pushed[server_index][-40:])
