@@ -50,6 +50,8 @@ EXPORTED = [
     'ExportReport',
     'EncodedReplayBuffer',
     'decode_images',
+    'statistics',
+    'DatasetStatistics',
     'RldsReverbError',
     'StepSpecError',
     'SignatureMismatchError',
