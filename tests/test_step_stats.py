@@ -293,3 +293,19 @@ def test_magnitudes_below_the_window_keep_an_absolute_bound():
   gamma = (1 + ACCURACY) / (1 - ACCURACY)
   assert 0 <= low <= 1e10 * gamma ** -(sketch_lib.BUCKETS - 2)
   assert high == 1e10
+
+
+def test_fields_of_many_elements_get_pooled_percentiles_only(nested_dir):
+  """`max_sketched_elements=1`: observation/position [3] keeps no sketch
+  per element; its pooled percentiles are kept apart, still within bound."""
+  stats = rlds_reverb.statistics(rlds_reverb.load(nested_dir),
+                                 max_sketched_elements=1)
+  position = steps_by_path(NESTED_EPISODES)['observation/position']
+  assert stats['observation/position'].percentiles == {1.0: None, 99.0: None}
+  for q in (1.0, 99.0):
+    assert_within_sketch_bound(
+        stats['observation/position'].whole.percentiles[q],
+        position.reshape(-1).astype(np.float64), q)
+  assert stats['reward'].percentiles[1.0] is not None
+  saved = stats.to_json()['fields']['observation']['position']
+  assert saved['percentiles'] == {'1': None, '99': None}

@@ -238,7 +238,9 @@ class _Field:
     self.moments = moments_lib.Moments(self.elements)
     self.sketch = (sketch_lib.QuantileSketch(self.elements, relative_accuracy)
                    if self.elements <= max_sketched_elements else None)
-    self.pooled = sketch_lib.QuantileSketch(1, relative_accuracy)
+    # Pooled from the elements' sketch at the end, else kept apart.
+    self.pooled = (sketch_lib.QuantileSketch(1, relative_accuracy)
+                   if self.sketch is None else None)
 
   def add(self, block: np.ndarray, real: Optional[np.ndarray]) -> None:
     values = block.reshape(len(block), self.elements).astype(np.float64)
@@ -248,14 +250,16 @@ class _Field:
     self.moments.add(values, finite)
     if self.sketch is not None:
       self.sketch.add(values, finite)
-    self.pooled.add(values.reshape(-1, 1), finite.reshape(-1, 1))
+    if self.pooled is not None:
+      self.pooled.add(values.reshape(-1, 1), finite.reshape(-1, 1))
 
   def summary(self, percentiles) -> result.Summary:
     """Per element, shaped as the field."""
     return _summary(self.moments, self.sketch, percentiles, self.shape)
 
   def field(self, percentiles, spec: tf.TensorSpec) -> result.FieldStatistics:
-    whole = _summary(self.moments.pooled(), self.pooled, percentiles, ())
+    pooled = self.pooled or self.sketch.pooled()
+    whole = _summary(self.moments.pooled(), pooled, percentiles, ())
     per_element = self.summary(percentiles)
     return result.FieldStatistics(
         **{name.name: getattr(per_element, name.name)
