@@ -237,11 +237,46 @@ def test_nan_statistics_are_null_in_the_file_and_nan_again(tmp_path):
   np.testing.assert_array_equal(loaded['observation'].mean, [NAN, 1.0])
 
 
-def test_a_field_without_statistics_is_named_with_why():
+LOOKUP_ERRORS = {
+    'a_skipped_field': (lambda stats: stats['is_first'],
+                        "'is_first' has no statistics: skipped (not a "
+                        'number: bool[])'),
+    'an_unknown_field': (lambda stats: stats['nothing'],
+                         "'nothing' has no statistics: the fields with some "
+                         'are action, observation, reward'),
+    'nothing_under_a_prefix': (lambda stats: stats.nest('mean', 'policy'),
+                               "no step field with statistics under 'policy'; "
+                               'those with some are action, observation, '
+                               'reward'),
+    'an_unknown_statistic': (lambda stats: stats.nest('median'),
+                             "no statistic 'median' of a field; there are "
+                             'mean, std, min, max, count, nonfinite, p1, p99'),
+}
+
+
+@pytest.mark.parametrize('case', LOOKUP_ERRORS)
+def test_lookups_of_what_is_not_there_say_what_is(case):
+  lookup, message = LOOKUP_ERRORS[case]
   stats = rlds_reverb.statistics(rlds_data.as_rlds([_flat([[1.0]])]))
-  with pytest.raises(KeyError, match="'is_first' has no statistics: skipped "
-                     r'\(not a number: bool\[\]\)'):
-    stats['is_first']  # pylint: disable=pointless-statement
+  with pytest.raises(KeyError) as raised:
+    lookup(stats)
+  assert raised.value.args == (message,)
+
+
+def test_a_json_file_of_another_kind_is_refused(tmp_path):
+  path = tmp_path / 'other.json'
+  path.write_text('{"format": "something else"}')
+  with pytest.raises(ValueError) as raised:
+    rlds_reverb.DatasetStatistics.load(path)
+  assert str(raised.value) == (
+      "not a statistics file of format 'rlds_reverb.statistics/1' "
+      "(format: 'something else')")
+
+
+def test_data_that_is_not_rlds_is_refused_with_the_step_spec_error():
+  not_rlds = tf.data.Dataset.from_tensors({'observation': [1.0]})
+  with pytest.raises(rlds_reverb.StepSpecError):
+    rlds_reverb.statistics(not_rlds)
 
 
 @pytest.mark.parametrize('arguments, message', [
@@ -277,8 +312,7 @@ def test_the_sketch_keeps_its_size_as_the_data_grows():
   assert len(set(sizes)) == 1
   every = np.concatenate(seen)
   assert len(every) > 80_000
-  found = sketch.percentiles((1.0, 25.0, 50.0, 99.0), every.min(0),
-                             every.max(0))
+  found = sketch.percentiles((1.0, 25.0, 50.0, 99.0))
   for q, row in zip((1.0, 25.0, 50.0, 99.0), found):
     assert_within_sketch_bound(row, every, q)
 
@@ -288,8 +322,7 @@ def test_magnitudes_below_the_window_keep_an_absolute_bound():
   values = np.concatenate([np.full(60, 1e-20), np.full(40, 1e10)])[:, None]
   sketch = sketch_lib.QuantileSketch(1)
   sketch.add(values, np.isfinite(values))
-  [[low], [high]] = sketch.percentiles((10.0, 90.0), values.min(0),
-                                       values.max(0))
+  [[low], [high]] = sketch.percentiles((10.0, 90.0))
   gamma = (1 + ACCURACY) / (1 - ACCURACY)
   assert 0 <= low <= 1e10 * gamma ** -(sketch_lib.BUCKETS - 2)
   assert high == 1e10

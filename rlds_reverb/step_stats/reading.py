@@ -272,7 +272,7 @@ def _summary(moments, sketch, percentiles, shape) -> result.Summary:
   if sketch is None:
     found = {q: None for q in percentiles}
   else:
-    values = sketch.percentiles(percentiles, low, high)
+    values = sketch.percentiles(percentiles)
     found = {q: values[i].reshape(shape) for i, q in enumerate(percentiles)}
   return result.Summary(
       count=moments.count.reshape(shape),

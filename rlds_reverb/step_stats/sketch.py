@@ -142,11 +142,9 @@ class QuantileSketch:
                                  empty)[order]
       tops[element] = highest[element]
 
-  def percentiles(self, qs: Tuple[float, ...], low: np.ndarray,
-                  high: np.ndarray) -> np.ndarray:
-    """[len(qs), elements]: percentile q (0..100) of each element, clipped to
-    its exact `low` and `high`; NaN for an element with no values."""
-    del low, high  # Each bucket's own least and greatest are tighter.
+  def percentiles(self, qs: Tuple[float, ...]) -> np.ndarray:
+    """[len(qs), elements]: percentile q (0..100) of each element, NaN for an
+    element with no values."""
     width = 2 * self._buckets + 1
     counts = self._counts[:-1].reshape(self._elements, width)
     values = np.clip(self._values(), self._low[:-1].reshape(counts.shape),
