@@ -174,10 +174,10 @@ def _blocks(read: tf.data.Dataset, kept: Dict[str, tf.TensorSpec],
             rewards: Sequence[str], block_steps: int) -> tf.data.Dataset:
   select = functools.partial(_selected, kept=kept, rewards=rewards)
   if episodes_lib.is_whole(read):
-    rows = read.map(lambda episode: _rows(*select(episode[fields_lib.STEPS])))
+    rows = read.map(functools.partial(_whole_rows, select=select))
   else:
     rows = read.flat_map(functools.partial(
-        _episode_rows, select=select, empty=_empty(kept, rewards)))
+        _episode_rows, select=select, empty=_empty(kept)))
   return rows.rebatch(block_steps).prefetch(1)
 
 
@@ -190,9 +190,13 @@ def _selected(steps, kept, rewards):
   return {path: flat[path] for path in kept}, length, episode_return
 
 
-def _empty(kept, rewards):
+def _whole_rows(episode, select):
+  """The rows of an episode read whole: a map, no dataset per episode."""
+  return _rows(*select(episode[fields_lib.STEPS]))
+
+
+def _empty(kept):
   """`_selected` of an episode with no steps."""
-  del rewards
   fields = {path: tf.zeros([0] + spec.shape.as_list(), spec.dtype)
             for path, spec in kept.items()}
   return fields, tf.constant(0, tf.int64), tf.constant(0.0, tf.float64)
