@@ -87,6 +87,8 @@ _LAZY = {
     'ExportReport': 'rlds_reverb.exporter',
     'EncodedReplayBuffer': 'rlds_reverb.decoded',
     'decode_images': 'rlds_reverb.decoded',
+    'statistics': 'rlds_reverb.step_stats.reading',
+    'DatasetStatistics': 'rlds_reverb.step_stats.result',
 }
 
 __all__ = [
@@ -128,6 +130,8 @@ __all__ = [
     'ExportReport',
     'EncodedReplayBuffer',
     'decode_images',
+    'statistics',
+    'DatasetStatistics',
     'RldsReverbError',
     'StepSpecError',
     'SignatureMismatchError',
@@ -156,7 +160,8 @@ __all__ = [
 
 _SUBPACKAGES = ('convert', 'specs', 'write', 'sources', 'cli', 'validation',
                 'stats', 'parallel', 'checked_push', 'beam',
-                'tfds_out', 'record', 'decoded', 'tables', 'build')
+                'tfds_out', 'record', 'decoded', 'tables', 'build',
+                'step_stats')
 
 
 def __getattr__(name: str) -> Any:

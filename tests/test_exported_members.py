@@ -51,6 +51,8 @@ EXPORTED = [
     'ExportReport',
     'EncodedReplayBuffer',
     'decode_images',
+    'statistics',
+    'DatasetStatistics',
     'RldsReverbError',
     'StepSpecError',
     'SignatureMismatchError',
