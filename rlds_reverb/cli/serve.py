@@ -29,10 +29,12 @@ from rlds_reverb import addresses
 from rlds_reverb import checkpoints
 from rlds_reverb import tables
 from rlds_reverb._util import wording
+from rlds_reverb.checkpoints import loading
 from rlds_reverb.cli import options
 from rlds_reverb.cli import output
 from rlds_reverb.cli import tables as table_flags
 from rlds_reverb.errors import AddressError
+from rlds_reverb.errors import CheckpointError
 
 HELP = "run a Reverb server with tables signed for a dataset's trajectories"
 DESCRIPTION = ('Runs a Reverb server with one or more tables whose signature '
@@ -95,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
       raise output.CliError(message, output.EXIT_USAGE)
   _check_port(args.port)
   found = _checkpoints_to_restore(args.checkpoint_dir)
+  load = _checkpoint_to_load(found, [table.name for table in configured])
   import reverb  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   from rlds_reverb import specs  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   from rlds_reverb.convert import nstep  # pylint: disable=g-import-not-at-top,import-outside-toplevel
@@ -106,6 +109,8 @@ def run(args: argparse.Namespace) -> int:
   output.note_data(step_format.notes())
   requests = _Requests()
   requests.install()
+  if load:
+    output.note(loading_text(load))
   server = _start(reverb, args, configured, signature, found)
   names = [table.name for table in configured]
   try:
@@ -251,6 +256,45 @@ def _checkpoints_to_restore(checkpoint_dir):
   if found.incomplete:
     output.note(_incomplete_text(found))
   return found
+
+
+def _checkpoint_to_load(found, served: Sequence[str]):
+  """What Reverb will load (None: nothing), read from its tables file; one
+  whose tables are not all served is refused here, before Reverb starts:
+  Reverb would first start loading it, then fail."""
+  if not (found and found.newest):
+    return None
+  path = found.path(found.newest)
+  try:
+    load = checkpoints.checkpoint_load(path)
+  except (CheckpointError, OSError) as e:
+    raise output.CliError(f'--checkpoint-dir: cannot read checkpoint {path}: '
+                          f'{output.error_line(e)}', output.EXIT_USAGE) from e
+  unserved = [table for table in load.tables if table not in served]
+  if unserved:
+    raise output.CliError(
+        f'--checkpoint-dir: checkpoint {path} holds '
+        f'{wording.noun(len(load.tables), "table")} {_names(load.tables)}, '
+        f'but serve serves {_names(served)}, and Reverb fails to load a '
+        f'table it does not serve: serve every table it holds (--table '
+        f'{" --table ".join(load.tables)}; the checkpoint\'s settings replace '
+        'their options), or use another --checkpoint-dir', output.EXIT_USAGE)
+  return load
+
+
+def _names(names: Sequence[str]) -> str:
+  return ', '.join(repr(name) for name in names)
+
+
+def loading_text(load: checkpoints.CheckpointLoad) -> str:
+  """What serve says before Reverb loads a checkpoint, silent until done."""
+  held = ', '.join(f'{wording.count(count, "item")} in {table!r}'
+                   for table, count in load.items)
+  rate = f'{checkpoints.LOAD_ITEMS_PER_S / 1000:.0f}k'
+  return (f'loading checkpoint {load.path}: {held or "no tables"} '
+          f'({wording.size(load.bytes)} on disk); the server answers once '
+          f'it is loaded, in {loading.about(load.seconds)} (at about {rate} '
+          'items/s)')
 
 
 def _incomplete_text(found: checkpoints.Checkpoints) -> str:
