@@ -20,10 +20,14 @@ from rlds_reverb.checkpoints import records
 from rlds_reverb.checkpoints import table_settings
 
 # Items a dm-reverb 0.14.0 server loads per second at start, single-threaded.
-# Measured on this project's machine (2 cores; issue 33): 999,000 2-step
-# halfcheetah items, 133 MB on disk, loaded in 7.4 s (135k items/s) from the
-# server's own checkpoint; 300,000 in 1.7 s (177k/s). The lower figure: a
-# big load is the one to warn of.
+# Measured on this project's machine (2 cores, shared; issue 33): 999,000
+# 2-step halfcheetah items, 133 MB on disk, loaded in 7.4 s (135k items/s)
+# from the server's own checkpoint; 300,000 in 1.7 s (177k/s). Again
+# (2026-11-26, load average 4-5): `rlds-reverb build` of the same 999,000
+# items (286 MB; `benchmarks/build_throughput.py`'s data), then `serve
+# --checkpoint-dir`: 4.4, 5.9 and 7.5 s from its 'loading checkpoint' line
+# to 'serving' (133k-227k items/s). The lowest figure: a big load is the
+# one to warn of.
 LOAD_ITEMS_PER_S = 135_000
 
 
