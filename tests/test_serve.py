@@ -137,6 +137,7 @@ def test_checkpoint_of_another_signature_fails_with_a_line_per_field(
   assert [line.split(': ')[0] for line in fields] == [
       '  discount', '  observation', '  reward']
   assert all('table has float64[' in line for line in fields), fields
+  assert 'loading checkpoint' not in result.stderr  # Refused before Reverb.
 
 
 def test_unwritable_checkpoint_dir_fails_at_start(dataset, tmp_path):
@@ -188,8 +189,8 @@ def test_serve_says_what_it_loads_before_reverb_loads_it(dataset, signature,
              table_args=('--debug', '--table', TABLE, '--table', OTHER),
              names=(TABLE, OTHER)) as serve:
     lines = serve.wait_for_note('restored checkpoint').splitlines()
-    loading = (f"rlds-reverb: loading checkpoint {path}: 4 items in "
-               f"'{TABLE}', 6 items in '{OTHER}' "
+    loading = (f"rlds-reverb: loading checkpoint {path}: 6 items in "
+               f"'{OTHER}', 4 items in '{TABLE}' "
                f'({wording.size(size_on_disk(path))} on disk); the server '
                'answers once it is loaded, in under a second (at about 135k '
                'items/s)')
@@ -213,9 +214,9 @@ def test_checkpoint_with_unserved_tables_is_refused_before_reverb_starts(
   assert (result.returncode, result.stdout) == (2, '')
   assert result.stderr.splitlines() == [
       f"rlds-reverb: error: --checkpoint-dir: checkpoint {path} holds tables "
-      f"'{TABLE}', '{OTHER}', but serve serves '{TABLE}', and Reverb fails to "
+      f"'{OTHER}', '{TABLE}', but serve serves '{TABLE}', and Reverb fails to "
       'load a table it does not serve: serve every table it holds (--table '
-      f"{TABLE} --table {OTHER}; the checkpoint's settings replace their "
+      f"{OTHER} --table {TABLE}; the checkpoint's settings replace their "
       'options), or use another --checkpoint-dir']
   # A tables file cut short: Reverb would not load it either.
   tables_file = pathlib.Path(path) / checkpoints.TABLES

@@ -37,6 +37,8 @@ class CheckpointLoad:
   path: str
   items: Tuple[Tuple[str, int], ...]  # (table, items it holds), file order.
   bytes: int  # Its files' size on disk.
+  # The settings that replace the server's (signatures too), file order.
+  settings: Tuple[table_settings.TableSettings, ...] = ()
 
   @property
   def tables(self) -> Tuple[str, ...]:
@@ -60,13 +62,14 @@ def checkpoint_load(path: str) -> CheckpointLoad:
     CheckpointError: its tables file is cut short or damaged.
     OSError: it cannot be read.
   """
-  items = []
+  items, settings = [], []
   for record in records.read_records(
       os.path.join(path, directories.TABLES)):
-    settings, counts = table_settings.read_record(record)
-    items.append((settings.name, counts.inserted - counts.deleted))
+    table, counts = table_settings.read_record(record)
+    items.append((table.name, counts.inserted - counts.deleted))
+    settings.append(table)
   return CheckpointLoad(path=path, items=tuple(items),
-                        bytes=_size_on_disk(path))
+                        bytes=_size_on_disk(path), settings=tuple(settings))
 
 
 def _size_on_disk(path: str) -> int:

@@ -81,14 +81,9 @@ def run(args: argparse.Namespace) -> int:
   check_usage(args)
   item_options = push.item_options_of(args)
   _check_out(args.out, args.append)
-  rlds_data = options.load(args)
-  step_format, spec = options.step_format(args, rlds_data)
-  if not args.n_step:
-    push_shared.check_chunk_length(item_options, len(configured), spec)
-  output.note_data(step_format.notes())
   before = checkpoints.find(args.out).complete
   try:
-    result = _build(args, rlds_data, configured, item_options)
+    result = _checked_build(args, configured, item_options)
   except KeyboardInterrupt as e:
     raise output.CliError(_interrupted_text(args.out, before),
                           output.EXIT_INTERRUPTED) from e
@@ -133,6 +128,17 @@ def _check_out(out: str, append: bool) -> None:
         f'which a server would load; give --append to write a new one '
         f'beside it (the one a server then loads), or another --out',
         output.EXIT_USAGE)
+
+
+def _checked_build(args, configured, item_options):
+  """The dataset loaded and its spec checked (usage errors: exit 2), then
+  built."""
+  rlds_data = options.load(args)
+  step_format, spec = options.step_format(args, rlds_data)
+  if not args.n_step:
+    push_shared.check_chunk_length(item_options, len(configured), spec)
+  output.note_data(step_format.notes())
+  return _build(args, rlds_data, configured, item_options)
 
 
 def _build(args, rlds_data, configured, item_options):
