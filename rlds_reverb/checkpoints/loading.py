@@ -26,8 +26,9 @@ from rlds_reverb.checkpoints import table_settings
 # (2026-11-26, load average 4-5): `rlds-reverb build` of the same 999,000
 # items (286 MB; `benchmarks/build_throughput.py`'s data), then `serve
 # --checkpoint-dir`: 4.4, 5.9 and 7.5 s from its 'loading checkpoint' line
-# to 'serving' (133k-227k items/s). The lowest figure: a big load is the
-# one to warn of.
+# to 'serving' (133k-227k items/s); in one process, 11.9 s wall for 6.2 CPU
+# s (161k items per CPU second). A server sharing its core takes longer. The
+# lowest figure: a big load is the one to warn of.
 LOAD_ITEMS_PER_S = 135_000
 
 

@@ -74,8 +74,7 @@ the load takes: the server answers only once it is loaded), writes one on
 SIGUSR1 and at shutdown, and keeps only the newest: use a directory of its
 own. Every table of that checkpoint must be served (a --table of its name);
 its settings replace the options. 'rlds-reverb build' writes one from a
-dataset. reverb.Client('HOST:PORT').checkpoint()
-from Python writes one too.
+dataset; reverb.Client('HOST:PORT').checkpoint() from Python writes one too.
 """
 
 # How often the main thread looks at what the signals asked for.
