@@ -32,8 +32,8 @@ import functools
 import os
 import time
 import warnings
-from typing import (Any, Callable, Dict, Iterable, List, Optional, Sequence,
-                    Tuple, Union)
+from typing import (Any, Callable, Dict, Iterable, Iterator, List, Optional,
+                    Sequence, Tuple, Union)
 
 import tensorflow as tf
 
@@ -339,7 +339,7 @@ class CheckedBuild:
       short = short_episodes_text(
           items_of.count(0), len(kept), max(kept),
           self._options.sequence_length)
-    texts = _capacity_warnings(plan) + ((short,) if short else ())
+    texts = capacity_warnings(plan) + ((short,) if short else ())
     return dataclasses.replace(plan, warnings=texts, short_episodes=short)
 
   def _frames_to_check(self):
@@ -383,18 +383,16 @@ class CheckedBuild:
     data = whole_reads.whole(self._data)
     data = validation.without_episodes(
         data, [episode.position for episode in plan.skipped])
-    positions = _kept_positions(plan.skipped)
+    positions = kept_positions(plan.skipped)
     if self._nstep is not None:
       blocks = nstep.nstep_transition_blocks(data, *self._nstep,
                                              self._options.strict)
-      blocks = blocks.map(_flat_transitions)
+      rows = _numpy(blocks.map(_flat_transitions))
     else:
-      blocks = _trajectory_blocks(data, self._policy_info_fn,
-                                  self._options.strict)
-      blocks = blocks.map(_flat_trajectory)
+      rows = episode_rows(data, self._policy_info_fn, self._options.strict)
     planner = plan_lib.Plan(plan.spec, self.item_plan, self.names,
                             self._options.priority, self._options.chunk_length)
-    return plan_blocks(_numpy(blocks), planner, sink, positions, on_built)
+    return plan_blocks(rows, planner, sink, positions, on_built)
 
 
 class EvictingSink:
@@ -459,9 +457,14 @@ def _write(sink, done: List[plan_lib.Planned], planner: plan_lib.Plan,
                            getattr(sink, 'bytes', 0)))
 
 
-def _trajectory_blocks(data, policy_info_fn, strict) -> tf.data.Dataset:
+def episode_rows(rlds_data: tf.data.Dataset,
+                 policy_info_fn: Optional[fields.PolicyInfoFn] = None,
+                 strict: bool = False) -> Iterator[Tuple[int, Tuple[Any, ...]]]:
+  """(index in `rlds_data`, the trajectory's leaves [T, ...] as numpy) of each
+  episode, converted as push converts it: what `plan_blocks` takes."""
   from rlds_reverb import convert  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  return convert.trajectory_blocks(data, policy_info_fn, strict)
+  blocks = convert.trajectory_blocks(rlds_data, policy_info_fn, strict)
+  return _numpy(blocks.map(_flat_trajectory))
 
 
 def _flat_trajectory(block):
@@ -482,7 +485,7 @@ def _numpy(blocks: tf.data.Dataset):
   return blocks.prefetch(2).with_options(options).as_numpy_iterator()
 
 
-def _kept_positions(skipped: Tuple[SkippedEpisode, ...]
+def kept_positions(skipped: Tuple[SkippedEpisode, ...]
                     ) -> Callable[[int], int]:
   """The position in the whole data of the i-th episode built."""
   left_out = sorted(episode.position for episode in skipped)
@@ -508,7 +511,7 @@ def _skipped(report: validation.Report) -> Tuple[SkippedEpisode, ...]:
       for position in sorted(set(first_problems) | flagged | empty))
 
 
-def _capacity_warnings(plan: BuildPlan) -> Tuple[str, ...]:
+def capacity_warnings(plan: BuildPlan) -> Tuple[str, ...]:
   """What a server would evict (max_size), and a table that would not
   sample at once (fewer items than its min_size)."""
   texts = []

@@ -29,6 +29,7 @@ import contextlib
 import dataclasses
 import multiprocessing
 import os
+import shutil
 import signal
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -372,3 +373,182 @@ def failure_text(outcome: ShardOutcome, with_type: bool = False) -> str:
   kind = f'{outcome.error_type}: ' if with_type else ''
   return ' '.join([f'shard {outcome.shard}: {kind}{outcome.error}',
                    *outcome.notes])
+
+
+def build_shards(dataset: Union[str, Sequence[str]], directory: str, tables,
+                 *, workers: int, servers: int = 1, split: str = 'train',
+                 data_dir: Optional[str] = None, on_invalid: str = 'raise',
+                 options: Optional[PushOptions] = None, append: bool = False,
+                 **settings) -> List[Any]:
+  """Builds one checkpoint per server from `workers` local processes: what
+  `rlds-reverb build --workers N [--servers S]` runs.
+
+      dataset --ranges of record files (positions as `load` orders them)-->
+        N processes, a contiguous share each: checked as `build_checkpoint`
+        checks, converted, planned; episode I -> server I % S; a part per
+        server (`checkpoints.parts`, renamed into place once whole)
+      -> per server, in the same processes: its parts merged into one
+         checkpoint under `parts.server_root(directory, k, S)`
+         (`directory` itself when S is 1), DONE last; the parts removed
+
+  Args:
+    dataset, split, data_dir: as for `rlds_reverb.load`.
+    directory: where the checkpoints go (server k: directory/server-k-of-S).
+    tables: as for `build_checkpoint` (TableOptions or names).
+    workers: processes.
+    servers: checkpoints, one per server.
+    on_invalid: 'raise' or 'skip', as for `build_checkpoint`.
+    options, **settings: what is written, as for `build_checkpoint`.
+    append: as for `build_checkpoint`, for every server's root.
+
+  Returns:
+    A `BuildResult` per server, in server order; skipped episodes go with
+    the server they would have gone to.
+
+  Raises:
+    ValueError: a setting refused, before any process starts.
+    ShardsFailedError: a share or a merge failed (each named); no new
+      checkpoint is left for any server.
+    KeyboardInterrupt: Ctrl-C; nothing is left.
+  """
+  if workers < 1 or servers < 1:
+    raise ValueError(f'workers and servers must be >= 1, got {workers} and '
+                     f'{servers}.')
+  if on_invalid not in ('raise', 'skip'):
+    raise ValueError(f"on_invalid: 'raise' or 'skip' (a build is all or "
+                     f'nothing), got {on_invalid!r}.')
+  start = time.perf_counter()
+  options = push_options.of(options, **settings)
+  directory = os.fspath(directory)
+  context = multiprocessing.get_context('spawn')
+  interrupted = context.Event()
+  made: List[str] = []
+  with concurrent.futures.ProcessPoolExecutor(
+      workers, mp_context=context, initializer=_start_worker,
+      initargs=(interrupted,)) as pool:
+    try:
+      shares = _each(pool, interrupted, [
+          (_build_share, dataset, split, data_dir, (index, workers),
+           directory, servers, tables, options, on_invalid)
+          for index in range(workers)])
+      _raise_failed('shares', shares)
+      merges = _each(pool, interrupted, [
+          (_merge_server, directory, server, servers,
+           [o.result['parts'][server] for o in shares
+            if server in o.result['parts']],
+           shares[0].result['settings'], append)
+          for server in range(servers)])
+      made = [o.result['path'] for o in merges if o.result]
+      _raise_failed('merges', merges)
+    except BaseException as e:
+      if isinstance(e, _Interrupted):
+        made = [o.result['path'] for o in e.outcomes if o.result and
+                'path' in o.result]
+        e.add_note('Nothing was written: every part and new checkpoint '
+                   'was removed.')
+      for path in made:  # All or nothing: no server gets a new one.
+        shutil.rmtree(path, ignore_errors=True)
+      raise
+    finally:
+      from rlds_reverb.checkpoints import parts  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+      parts.remove_parts(directory)
+  results = _build_results(shares, merges, servers,
+                           time.perf_counter() - start)
+  _warn_capacity([text for result in results for text in result.warnings])
+  return results
+
+
+def _warn_capacity(texts: Sequence[str]) -> None:
+  """As `build_checkpoint` warns (TensorFlow imported only if any)."""
+  if texts:
+    from rlds_reverb.checked_push import CapacityWarning  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+    for text in texts:
+      warnings.warn(text, CapacityWarning, stacklevel=3)
+
+
+def _each(pool, interrupted, tasks) -> List[ShardOutcome]:
+  """Runs `tasks` (fn, *args) in the pool; their outcomes, in order."""
+  with _sigint_ignored():
+    futures = [pool.submit(*task) for task in tasks]
+  try:
+    concurrent.futures.wait(futures)
+  except KeyboardInterrupt:
+    interrupted.set()
+    _interrupt(pool)
+    concurrent.futures.wait(futures)
+  outcomes = [_outcome(future, index, len(tasks))
+              for index, future in enumerate(futures)]
+  if interrupted.is_set():
+    raise _Interrupted(outcomes)
+  return outcomes
+
+
+class _Interrupted(KeyboardInterrupt):
+  """Ctrl-C while tasks ran; `outcomes`: what each did."""
+
+  def __init__(self, outcomes):
+    super().__init__()
+    self.outcomes = outcomes
+
+
+def _raise_failed(what: str, outcomes: Sequence[ShardOutcome]) -> None:
+  failed = [o for o in outcomes if o.result is None]
+  if failed:
+    raise ShardsFailedError(
+        f'{len(failed)} of {len(outcomes)} {what} failed: '
+        f'{" | ".join(failure_text(o, with_type=True) for o in failed)} '
+        f'| nothing was written.')
+
+
+def _build_share(dataset, split, data_dir, shard, directory, servers, tables,
+                 options: PushOptions, on_invalid: str) -> ShardOutcome:
+  """In a worker: share `shard` (index, count) of the data's ranges, as a
+  part per server."""
+  shard_text = '/'.join(map(str, shard))
+  try:
+    with _listen_for_ctrl_c():
+      from rlds_reverb import build_parts  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+      from rlds_reverb.push_options import OnInvalid  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+      ranges = build_parts.share_ranges(dataset, split, data_dir, *shard)
+      share = build_parts.build_share(ranges, directory, tables, servers,
+                                      options, OnInvalid(on_invalid))
+  except (Exception, KeyboardInterrupt) as e:  # pylint: disable=broad-except
+    return _failed(shard_text, e, plan=None)
+  return ShardOutcome(shard_text, result=dict(
+      parts=share.parts, settings=share.settings, episodes=share.episodes,
+      steps=share.steps,
+      skipped=[dataclasses.asdict(e) for e in share.skipped],
+      notes=list(share.notes)))
+
+
+def _merge_server(directory, server, servers, part_paths, settings,
+                  append) -> ShardOutcome:
+  """In a worker: server `server`'s parts merged into its checkpoint."""
+  try:
+    with _listen_for_ctrl_c():
+      from rlds_reverb import build_parts  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+      result = build_parts.merge_server(directory, server, servers,
+                                        part_paths, settings, append)
+  except (Exception, KeyboardInterrupt) as e:  # pylint: disable=broad-except
+    return _failed(f'server {server}', e, plan=None)
+  return ShardOutcome(f'server {server}', result=result)
+
+
+def _build_results(shares, merges, servers: int, seconds: float):
+  from rlds_reverb.build import BuildResult  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.checked_push import SkippedEpisode  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  skipped = sorted((SkippedEpisode(**e) for o in shares
+                    for e in o.result['skipped']),
+                   key=lambda e: e.position)
+  notes = tuple(dict.fromkeys(n for o in shares for n in o.result['notes']))
+  results = []
+  for server, merge in enumerate(merges):
+    mine = tuple(e for e in skipped if e.position % servers == server)
+    results.append(BuildResult(
+        path=merge.result['path'], episodes=merge.result['episodes'],
+        trajectories=merge.result['steps'], items=merge.result['items'],
+        seconds=seconds, bytes=merge.result['bytes'],
+        evicted=tuple(map(tuple, merge.result['evicted'])),
+        skipped_episodes=len(mine), skipped=mine,
+        warnings=tuple(merge.result['warnings']), notes=notes))
+  return results

@@ -35,6 +35,7 @@ EXPORTED = [
     'push_shards',
     'build_checkpoint',
     'build_nstep_checkpoint',
+    'build_shards',
     'BuildResult',
     'BuildProgress',
     'mixed_replay',

@@ -8,12 +8,19 @@
                                           each bundle's end; counters
       .skipped                            malformed / flagged / empty ones
 
+      | BuildCheckpoints(DIR, tables,     or, with no server: a checkpoint
+          step_spec, servers=S)           per server (episode I -> I % S),
+                                          parts per bundle merged per server
+
 `push(SRC, servers, tables, runner=..., options=...)` builds and runs that
-pipeline and sums the counters: what `rlds-reverb push --runner` runs.
+pipeline and sums the counters: what `rlds-reverb push --runner` runs;
+`build(SRC, DIR, tables, servers=S, runner=...)` builds the checkpoints.
 Needs `pip install "rlds_reverb[beam]"`; `import rlds_reverb` never imports
 this package.
 """
 
+from rlds_reverb.beam.build_checkpoints import BuildCheckpoints
+from rlds_reverb.beam.pipeline import build
 from rlds_reverb.beam.pipeline import push
 from rlds_reverb.beam.read import ReadEpisodes
 from rlds_reverb.beam.write import COUNTERS
@@ -21,5 +28,6 @@ from rlds_reverb.beam.write import NAMESPACE
 from rlds_reverb.beam.write import SKIPPED
 from rlds_reverb.beam.write import WriteToReverb
 
-__all__ = ['ReadEpisodes', 'WriteToReverb', 'push', 'NAMESPACE', 'COUNTERS',
+__all__ = ['ReadEpisodes', 'WriteToReverb', 'BuildCheckpoints', 'push',
+           'build', 'NAMESPACE', 'COUNTERS',
            'SKIPPED']

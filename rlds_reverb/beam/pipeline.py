@@ -1,4 +1,5 @@
-"""`push` on Beam: one pipeline, ReadEpisodes | WriteToReverb, counts back.
+"""`push` on Beam: one pipeline, ReadEpisodes | WriteToReverb, counts back;
+`build`: ReadEpisodes | BuildCheckpoints, a checkpoint per server.
 
     push(SRC, servers, tables, runner='DirectRunner', options=[(key, value)])
       -> Pipeline(runner, --key=value ...)
@@ -15,6 +16,7 @@ raised (the runner's own message is a page of tracebacks).
 
 import dataclasses
 import json
+import os
 import re
 import time
 from typing import Optional, Sequence, Tuple, Union
@@ -109,6 +111,92 @@ def push(src: Union[str, Sequence[str]], server: Union[str, Sequence[str]],
       notes=tuple(episodes.step_format.notes()), warnings=held)
 
 
+def build(src: Union[str, Sequence[str]], directory: str, tables, *,
+          servers: int = 1, split: str = 'train',
+          data_dir: Optional[str] = None, runner: str = 'DirectRunner',
+          options: Sequence[Tuple[str, str]] = (), on_invalid: str = 'raise',
+          parts_per_file: Optional[int] = None, append: bool = False,
+          push_options: Optional[PushOptions] = None, **settings) -> list:
+  """Builds one checkpoint per server from `src` with a Beam pipeline on
+  `runner`: ReadEpisodes | BuildCheckpoints (episode I -> server I % S).
+
+  Args:
+    src, split, data_dir, runner, options, parts_per_file: as for `push`.
+    directory: server k's checkpoint goes to directory/server-k-of-S
+      (`directory` itself for one server); on a remote runner, storage
+      every worker shares as a file system.
+    tables: as for `rlds_reverb.build_checkpoint`.
+    servers: S.
+    on_invalid: 'raise' or 'skip'.
+    append: as for `build_checkpoint`, for every server's root.
+    push_options, **settings: what is written, as for `push`.
+
+  Returns:
+    A `BuildResult` per server, in server order, from the committed
+    counters; `seconds` is the pipeline's wall time.
+
+  Raises:
+    SourceError, StepSpecError, TableOptionsError: while building the
+      pipeline. PipelineFailedError: it failed; says why (a server whose
+      merge had finished keeps its new checkpoint).
+  """
+  from rlds_reverb.beam import build_checkpoints as build_lib  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.checkpoints import parts  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  push_options = push_options_lib.of(push_options, **settings)
+  episodes = read.ReadEpisodes(src, split, data_dir,
+                               parts_per_file=parts_per_file,
+                               options=push_options)
+  builder = build_lib.BuildCheckpoints(
+      directory, tables, episodes.step_spec, servers=servers,
+      options=push_options, on_invalid=on_invalid, append=append)
+  pipeline = beam.Pipeline(runner=runner, options=PipelineOptions(
+      [f'--{key}={value}' for key, value in options]))
+  _ = pipeline | 'ReadEpisodes' >> episodes | 'BuildCheckpoints' >> builder
+  start = time.perf_counter()
+  try:
+    result = _run(pipeline, runner)
+  finally:
+    parts.remove_parts(builder.directory)  # Left by retried bundles.
+  return _built_of(result.metrics(), servers, time.perf_counter() - start,
+                   tuple(episodes.step_format.notes()))
+
+
+def _built_of(metrics, servers: int, seconds: float, notes) -> list:
+  """A `BuildResult` per server, from the committed counters."""
+  from rlds_reverb.beam import build_checkpoints as build_lib  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.build import BuildResult  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  pushed = _result_of(metrics, seconds)  # The skipped episodes.
+  found = metrics.query(MetricsFilter().with_namespace(write.NAMESPACE))
+  counts = {}
+  for counter in found[metrics.COUNTERS]:
+    counts[counter.key.metric.name] = _value(counter)
+  paths = {}
+  for string_set in found[metrics.STRINGSETS]:
+    if string_set.key.metric.name == build_lib.PATHS:
+      for text in _value(string_set) or ():
+        server, path = text.split(' ', 1)
+        paths[int(server)] = path
+  results = []
+  for server in range(servers):
+    count = {name: counts.get(f'{name}/{server}', 0)
+             for name in build_lib.BUILT}
+    skipped = tuple(e for e in pushed.skipped
+                    if e.position % servers == server)
+    results.append(BuildResult(
+        path=paths.get(server), episodes=count['episodes'],
+        trajectories=count['trajectories'], items=count['items'],
+        seconds=seconds, bytes=_size(paths.get(server)),
+        skipped_episodes=len(skipped), skipped=skipped, notes=notes))
+  return results
+
+
+def _size(path: Optional[str]) -> int:
+  if not path or not os.path.isdir(path):
+    return 0
+  return sum(os.path.getsize(os.path.join(path, name))
+             for name in os.listdir(path))
+
+
 def _check_servers(server: Union[str, Sequence[str]], runner: str,
                    timeout_s: float) -> None:
   """Addresses are HOST:PORT; on a local runner, something listens there.
@@ -193,10 +281,12 @@ def _result_of(metrics, seconds: float) -> PushResult:
   found = metrics.query(MetricsFilter().with_namespace(write.NAMESPACE))
   counts = dict.fromkeys(write.COUNTERS, 0)
   for counter in found[metrics.COUNTERS]:
-    counts[counter.key.metric.name] += _value(counter)
+    if counter.key.metric.name in counts:  # Not `build`'s per server.
+      counts[counter.key.metric.name] += _value(counter)
   skipped = set()
   for string_set in found[metrics.STRINGSETS]:
-    skipped |= set(_value(string_set) or ())
+    if string_set.key.metric.name == write.SKIPPED:
+      skipped |= set(_value(string_set) or ())
   return PushResult(
       counts['episodes'], counts['trajectories'], counts['items'], seconds,
       skipped_episodes=counts['skipped_episodes'],

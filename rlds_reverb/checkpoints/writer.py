@@ -31,7 +31,8 @@ import datetime
 import os
 import shutil
 import time
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import (Any, Dict, Iterable, Iterator, List, Mapping, Optional,
+                    Sequence, Tuple)
 
 import numpy as np
 
@@ -209,12 +210,25 @@ class CheckpointWriter:
     """
     self._check_open()
     with self._removed_on_failure():
-      batch = _chunks_per_batch(chunks)
-      for start in range(0, len(chunks), batch):
-        part = _chunk_part(chunks, start, start + batch)
-        self._files[directories.CHUNKS].write(
-            messages_lib.chunk_messages(part))
+      for buffer, count in chunk_records(chunks):
+        self._files[directories.CHUNKS].write_framed(buffer, count)
       self._chunk_keys.add(np.asarray(chunks.keys, np.uint64))
+
+  def add_chunk_records(self, buffers: Iterable[Any], keys: np.ndarray
+                        ) -> None:
+    """Writes chunk records made elsewhere (`chunk_records`, as a worker
+    writes them in `checkpoints.parts`): `buffers` hold, one after another,
+    the framed ChunkData records of the chunks `keys` (cut anywhere). The
+    checks are `add_chunks`': a key written twice, or referenced by an item
+    and never written, fails `close`.
+    """
+    self._check_open()
+    with self._removed_on_failure():
+      file = self._files[directories.CHUNKS]
+      for buffer in buffers:
+        file.write_framed(buffer, 0)
+      file.records += len(keys)
+      self._chunk_keys.add(np.asarray(keys, np.uint64))
 
   def add_items(self, table: str, items: messages_lib.Items) -> None:
     """Writes `items` of `table`, after the items given before.
@@ -387,6 +401,16 @@ class _KeySet:
 def _more(count: int) -> str:
   """' (and 3 more)' after the first of `count`; '' for one."""
   return f' (and {count - 1:,} more)' if count > 1 else ''
+
+
+def chunk_records(chunks: messages_lib.Chunks
+                  ) -> Iterator[Tuple[np.ndarray, int]]:
+  """(buffer, records): the framed ChunkData records of `chunks`, a batch
+  at a time (what `add_chunks` writes)."""
+  batch = _chunks_per_batch(chunks)
+  for start in range(0, len(chunks), batch):
+    yield record_writer.framed(messages_lib.chunk_messages(
+        _chunk_part(chunks, start, start + batch)))
 
 
 def _chunks_per_batch(chunks: messages_lib.Chunks) -> int:

@@ -1,0 +1,194 @@
+"""`BuildCheckpoints`: numpy episodes into one Reverb checkpoint per server,
+from many workers, with no server running.
+
+    (position, episode) --checked_push.skip_reason: the push's rules-->
+        malformed / flagged / empty --> tagged output 'skipped' (or raise)
+        else --> a batch of up to `batch_steps` steps
+             --> tf.data over the batch -> convert.trajectory_blocks
+             --> build_parts.ServerParts: episode I -> server I % S,
+                 planned as a push plans it, a part per server
+    bundle end --> the parts made whole (renamed into place), their names
+                   emitted: (server, part)
+    GroupByKey(server) --> parts.merge: one checkpoint per server under
+                   `parts.server_root(directory, k, S)`, DONE last; its
+                   parts removed; counters
+
+Only parts of committed bundles reach the merge: a retried bundle's first
+attempt may leave a part behind, which nobody names, so nothing is merged
+twice and nothing is lost (`build` removes the leftovers). Every worker
+writes to `directory`: on Flink, Spark or Dataflow it must be storage all
+workers and the merging ones share as a POSIX file system (NFS, a FUSE
+mount of a bucket): parts are plain files, renamed once whole.
+"""
+
+import json
+import os
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import apache_beam as beam
+from apache_beam.transforms import window
+
+from rlds_reverb import checked_push
+from rlds_reverb import push_options
+from rlds_reverb import specs
+from rlds_reverb import tables as tables_lib
+from rlds_reverb.beam import write
+from rlds_reverb.build import table_options
+from rlds_reverb.build_parts import ServerParts
+from rlds_reverb.checkpoints import parts as parts_lib
+from rlds_reverb.push_options import PushOptions
+from rlds_reverb.specs import fields
+from rlds_reverb.write import items as items_lib
+
+# Counters per server: '<name>/<server>'.
+BUILT = ('episodes', 'trajectories', 'items', 'evicted')
+PATHS = 'checkpoints'  # A string set: '<server> <path>'.
+
+
+class BuildCheckpoints(beam.PTransform):
+  """Builds, from `(position, numpy episode)` pairs (`ReadEpisodes`), a
+  checkpoint per server: server k's holds the items of episodes I % S == k
+  that a push of them writes.
+
+  Args:
+    directory: the build's directory: server k's checkpoint goes to
+      directory/server-k-of-S (to `directory` itself for one server).
+    tables: as for `build_checkpoint` (TableOptions, names).
+    step_spec: the data's step spec (`ReadEpisodes(...).step_spec`).
+    servers: S.
+    options: what is written (`PushOptions`).
+    on_invalid: 'raise' or 'skip'.
+    append: as for `build_checkpoint`, for every server's root.
+    batch_steps: steps converted at once.
+
+  Returns (from `expand`) the skipped episodes (`SkippedEpisode`s) and the
+  merges' results as `.skipped` and `.built`.
+  """
+
+  def __init__(self, directory: str, tables, step_spec: Any, *,
+               servers: int = 1, options: Optional[PushOptions] = None,
+               on_invalid: str = 'raise', append: bool = False,
+               batch_steps: int = write.BATCH_STEPS):
+    super().__init__()
+    if servers < 1:
+      raise ValueError(f'servers must be >= 1, got {servers}.')
+    on_invalid = checked_push.OnInvalid.of(on_invalid)
+    if on_invalid is checked_push.OnInvalid.STOP:
+      raise ValueError("BuildCheckpoints takes on_invalid='raise' or "
+                       "'skip': a build is all or nothing.")
+    options = push_options.of(options)
+    made = table_options(tables)
+    spec = specs.trajectory_spec(step_spec)
+    signature = specs.table_signature(spec)
+    self.settings = tuple(tables_lib.settings(t, signature) for t in made)
+    self.directory = os.fspath(directory)
+    self.servers = servers
+    names = [t.name for t in made]
+    ServerParts(self.directory, servers, spec,  # Checks chunk_length now.
+                items_lib.SequenceItems.of(options), names, options.priority,
+                options.chunk_length)
+    self._write = _WriteParts(self.directory, servers, step_spec, names,
+                              options, on_invalid, batch_steps)
+    self._append = append
+
+  def expand(self, episodes):
+    written = episodes | 'Parts' >> beam.ParDo(self._write).with_outputs(
+        write.SKIPPED, main='parts')
+    every_server = (episodes.pipeline | 'Servers' >> beam.Create(
+        [(server, None) for server in range(self.servers)]))
+    built = ((written.parts, every_server)
+             | 'AllParts' >> beam.Flatten()
+             | 'ByServer' >> beam.GroupByKey()
+             | 'Merge' >> beam.Map(_merge, self.directory, self.servers,
+                                   self.settings, self._append))
+    return {'built': built, 'skipped': written[write.SKIPPED]}
+
+
+class _WriteParts(beam.DoFn):
+  """The DoFn of `BuildCheckpoints`: parts per bundle."""
+
+  def __init__(self, directory, servers, step_spec, tables, options,
+               on_invalid, batch_steps):
+    super().__init__()
+    self._directory = directory
+    self._servers = servers
+    self._step_spec = step_spec
+    self._tables = tables
+    self._options = options
+    self._on_invalid = on_invalid
+    self._batch_steps = batch_steps
+    self._skipped = beam.metrics.Metrics.string_set(write.NAMESPACE,
+                                                    write.SKIPPED)
+    self._skipped_count = beam.metrics.Metrics.counter(write.NAMESPACE,
+                                                       'skipped_episodes')
+    self._router: Optional[ServerParts] = None
+    self._batch: List[Tuple[int, Dict[str, Any]]] = []
+    self._steps = 0
+
+  def start_bundle(self):
+    self._router = ServerParts(
+        self._directory, self._servers,
+        specs.trajectory_spec(self._step_spec),
+        items_lib.SequenceItems.of(self._options), self._tables,
+        self._options.priority, self._options.chunk_length)
+    self._batch, self._steps = [], 0
+
+  def process(self, element):
+    try:
+      position, episode = element
+      skipped = checked_push.skip_reason(position, episode, self._on_invalid)
+      if skipped is not None:
+        self._skipped_count.inc()
+        self._skipped.add(json.dumps(vars(skipped), sort_keys=True))
+        yield beam.pvalue.TaggedOutput(write.SKIPPED, skipped)
+        return
+      self._batch.append((position, episode[fields.STEPS]))
+      self._steps += len(episode[fields.STEPS][fields.IS_FIRST])
+      if self._steps >= self._batch_steps:
+        self._plan_batch()
+    except BaseException:
+      self._router.abort()
+      raise
+
+  def finish_bundle(self):
+    try:
+      self._plan_batch()
+      done = self._router.close()
+    except BaseException:
+      self._router.abort()
+      raise
+    for server, path in done.items():
+      yield window.GlobalWindows.windowed_value((server, path))
+
+  def _plan_batch(self) -> None:
+    """Converts the batch as `WriteToReverb` does; plans it."""
+    if not self._batch:
+      return
+    from rlds_reverb import build  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+    positions = [position for position, _ in self._batch]
+    data = write._as_rlds([steps for _, steps in self._batch],  # pylint: disable=protected-access
+                          self._step_spec)
+    self._batch, self._steps = [], 0
+    for index, rows in build.episode_rows(data, None, self._options.strict):
+      self._router.add(positions[int(index)], rows)
+
+
+def _merge(element, directory: str, servers: int, settings,
+           append: bool) -> Dict[str, Any]:
+  """Server k's parts merged into its checkpoint; the parts removed."""
+  server, paths = element
+  paths = sorted(path for path in paths if path is not None)
+  merged = parts_lib.merge(paths, parts_lib.server_root(directory, server,
+                                                        servers),
+                           settings, append=append)
+  parts_lib.remove(paths)
+  counters = dict(episodes=merged.episodes, trajectories=merged.steps,
+                  items=merged.items,
+                  evicted=max([n for _, n in merged.evicted], default=0))
+  for name, value in counters.items():
+    beam.metrics.Metrics.counter(write.NAMESPACE, f'{name}/{server}').inc(
+        value)
+  beam.metrics.Metrics.string_set(write.NAMESPACE, PATHS).add(
+      f'{server} {merged.path}')
+  return dict(server=server, path=merged.path, **counters)
+

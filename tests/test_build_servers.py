@@ -1,0 +1,195 @@
+"""One checkpoint per server, built by many workers: episode I -> server
+I % S; each server loads its own and holds what a push of its episodes
+writes.
+
+Built by local processes (`parallel.build_shards`) and by Beam's
+DirectRunner (`rlds_reverb.beam.build`); each checkpoint is loaded by a
+real `reverb.Server`, drained, and compared item by item with a push of
+episodes I % S == k into a server. Parts (`checkpoints.parts`) that are
+half-written or missing are never merged.
+"""
+
+import os
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+
+import numpy as np  # pylint: disable=g-import-not-at-top
+import pytest  # pylint: disable=g-import-not-at-top
+import reverb  # pylint: disable=g-import-not-at-top
+import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+import rlds_reverb  # pylint: disable=g-import-not-at-top
+from rlds_reverb import checkpoints  # pylint: disable=g-import-not-at-top
+from rlds_reverb import parallel  # pylint: disable=g-import-not-at-top
+from rlds_reverb import specs  # pylint: disable=g-import-not-at-top
+from rlds_reverb import tables  # pylint: disable=g-import-not-at-top
+from rlds_reverb.checkpoints import parts  # pylint: disable=g-import-not-at-top
+from rlds_reverb.errors import CheckpointWriteError  # pylint: disable=g-import-not-at-top
+from tests import export_data  # pylint: disable=g-import-not-at-top
+from tests import reverb_tables  # pylint: disable=g-import-not-at-top
+
+# Steps per episode: short ones (no item) too, over several record files.
+LENGTHS = [1, 7, 30, 2, 40, 3, 25, 11, 39, 15, 6, 35, 4, 28]
+SERVERS = 2
+TABLE = tables.fifo('replay', max_size=10_000)
+
+
+@pytest.fixture(scope='module')
+def source(tmp_path_factory):
+  return export_data.write_source(
+      tmp_path_factory.mktemp('source'),
+      [export_data.nested_episode(i, n) for i, n in enumerate(LENGTHS)])
+
+
+@pytest.fixture(scope='module')
+def signature(source):
+  data = rlds_reverb.load(source)
+  return specs.table_signature(specs.trajectory_spec(
+      specs.step_format(data).spec))
+
+
+def _keep(server, servers):
+  return lambda index, episode: index % servers == server
+
+
+def _episode(index, episode):
+  del index
+  return episode
+
+
+@pytest.fixture(scope='module')
+def pushed(source, signature):
+  """Per server k, the items a push of episodes I % S == k leaves."""
+  items = []
+  for server_index in range(SERVERS):
+    data = rlds_reverb.load(source).enumerate().filter(
+        _keep(server_index, SERVERS)).map(_episode)
+    server = reverb_tables.start_server([tables.table(TABLE, signature)])
+    rlds_reverb.push(data, reverb_tables.address(server), TABLE.name)
+    items.append(reverb_tables.drain(server, TABLE.name))
+    server.stop()
+  return items
+
+
+def loaded_items(root, signature):
+  """What a real server loading `root`'s newest checkpoint holds."""
+  server = reverb.Server(
+      [tables.table(TABLE, signature)],
+      checkpointer=reverb.checkpointers.DefaultCheckpointer(os.fspath(root)))
+  try:
+    return reverb_tables.drain(server, TABLE.name)
+  finally:
+    server.stop()
+
+
+def assert_same_items(got, want):
+  assert [p for p, _ in got] == [p for p, _ in want]
+  reverb_tables.assert_same_flat_items(
+      [tf.nest.flatten(d) for _, d in got], [tf.nest.flatten(d)
+                                             for _, d in want])
+
+
+def test_local_workers_build_one_checkpoint_per_server(
+    source, signature, pushed, tmp_path):
+  results = parallel.build_shards(source, tmp_path / 'built', [TABLE],
+                                  workers=2, servers=SERVERS)
+
+  assert len(results) == SERVERS
+  for server_index, result in enumerate(results):
+    root = parts.server_root(tmp_path / 'built', server_index, SERVERS)
+    found = checkpoints.find(root)
+    assert result.path == found.path(found.newest)
+    got = loaded_items(root, signature)
+    assert_same_items(got, pushed[server_index])
+    assert result.items == len(got)
+    assert result.episodes == len(LENGTHS[server_index::SERVERS])
+    assert result.trajectories == sum(LENGTHS[server_index::SERVERS])
+  assert not os.path.exists(tmp_path / 'built' / parts.PARTS)
+
+
+def test_beam_builds_one_checkpoint_per_server(source, signature, pushed,
+                                               tmp_path):
+  from rlds_reverb import beam as rlds_beam  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  results = rlds_beam.build(source, tmp_path / 'built', [TABLE],
+                            servers=SERVERS, parts_per_file=2)
+
+  for server_index, result in enumerate(results):
+    root = parts.server_root(tmp_path / 'built', server_index, SERVERS)
+    found = checkpoints.find(root)
+    assert result.path == found.path(found.newest)
+    got = loaded_items(root, signature)
+    assert_same_items(got, pushed[server_index])
+    assert result.items == len(got)
+    assert result.episodes == len(LENGTHS[server_index::SERVERS])
+  assert not os.path.exists(tmp_path / 'built' / parts.PARTS)
+
+
+def written_parts(source, directory):
+  """Two workers' shares, each a part per server (built in this process)."""
+  from rlds_reverb import build_parts  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  shares = [build_parts.build_share(
+      build_parts.share_ranges(source, 'train', None, index, 2),
+      directory, [TABLE], SERVERS) for index in range(2)]
+  return shares
+
+
+def test_a_part_is_merged_only_whole(source, signature, pushed, tmp_path):
+  shares = written_parts(source, tmp_path)
+  settings = shares[0].settings
+  whole = shares[0].parts[0]
+  # Server 0's part of the second share, as its worker left it when killed
+  # before the rename: chunks, and the items file under its temporary name.
+  half = shares[1].parts[0]
+  os.replace(half, half + '.tmp')
+
+  assert parts.find(tmp_path, 0, SERVERS) == [whole]
+  with pytest.raises(CheckpointWriteError, match='Cannot read the part'):
+    parts.merge([whole, half], tmp_path / 'merged', settings)
+  assert not checkpoints.find(os.fspath(tmp_path / 'merged')).complete
+
+  os.replace(half + '.tmp', half)
+  merged = parts.merge(parts.find(tmp_path, 0, SERVERS),
+                       tmp_path / 'merged', settings)
+  assert_same_items(loaded_items(tmp_path / 'merged', signature), pushed[0])
+  assert merged.parts == 2
+
+  with pytest.raises(CheckpointWriteError, match=r'Episodes \d+ to \d+ are '
+                     r'in two parts'):
+    parts.merge([whole, whole], tmp_path / 'twice', settings)
+
+
+def test_a_part_whose_chunks_are_cut_short_is_refused(source, tmp_path):
+  shares = written_parts(source, tmp_path)
+  path = shares[0].parts[1]
+  chunks = path[:-len(parts.SUFFIX)] + parts.CHUNKS_SUFFIX
+  size = os.path.getsize(chunks)
+  with open(chunks, 'r+b') as f:
+    f.truncate(size - 1)
+
+  with pytest.raises(CheckpointWriteError, match=(
+      f'The part {path} has {size:,} bytes of chunks; {chunks} holds '
+      f'{size - 1:,}: the part is damaged.')):
+    parts.merge([path], tmp_path / 'merged', shares[0].settings)
+  assert not os.path.exists(tmp_path / 'merged') or not checkpoints.find(
+      os.fspath(tmp_path / 'merged')).complete
+
+
+def test_a_server_too_small_keeps_its_newest_items_and_warns(
+    source, signature, pushed, tmp_path):
+  small = tables.fifo('replay', max_size=40)
+
+  with pytest.warns(rlds_reverb.CapacityWarning) as warned:
+    results = parallel.build_shards(source, tmp_path / 'built', [small],
+                                    workers=1, servers=SERVERS)
+
+  texts = [str(w.message) for w in warned]
+  for server_index, result in enumerate(results):
+    made = len(pushed[server_index])
+    assert result.evicted == (('replay', made - 40),)
+    assert texts[server_index].startswith(
+        f"server {server_index} of {SERVERS}: table 'replay' holds at most "
+        f'40 items; this build makes {made:,}, so the checkpoint keeps the '
+        f'newest 40')
+    root = parts.server_root(tmp_path / 'built', server_index, SERVERS)
+    got = loaded_items(root, signature)
+    assert_same_items(got, pushed[server_index][-40:])
