@@ -23,6 +23,7 @@ from tests import export_data
 from tests import reverb_tables
 from tests.cli_runs import HANG_GUARD_S
 from tests.cli_runs import error_lines
+from tests.cli_runs import run_cli
 from tests.cli_runs import run_cli_here
 from tests.serve_command import Serve
 from tests.serve_command import TABLE
@@ -115,6 +116,9 @@ def test_build_is_served_as_push_writes_it_and_append_is_loaded_instead(
     (['--n-step', '3', '--gamma', '0.9', '--stride', '2'],
      'rlds-reverb: error: --n-step builds transitions, not trajectories: drop '
      '--stride'),
+    (['--n-step', '3', '--gamma', '0.9', '--servers', '2'],
+     'rlds-reverb: error: --n-step builds in one process, one checkpoint: drop '
+     '--workers and --servers'),
     (['--image-format', 'jpeg'],
      'rlds-reverb: error: --image-format goes with --images encoded'),
     (['--chunk-length', 'nowhere=4'],
@@ -130,6 +134,38 @@ def test_bad_options_are_usage_errors_before_anything_is_written(
   assert (result.returncode, result.stdout) == (2, '')
   assert result.stderr.splitlines()[-1].startswith(message), result.stderr
   assert not any(checkpoints.find(str(tmp_path / 'ckpt')).complete)
+
+
+@pytest.mark.slow
+def test_workers_build_one_checkpoint_per_server(dataset, signature,
+                                                 pushed_items, tmp_path):
+  """Episode I to server I % 2: CLEAN's episodes 0 and 2 (3 and 2 steps:
+  3 items) to server 0, episode 1 (4 steps: 3 items) to server 1."""
+  out = tmp_path / 'ckpt'
+  built = run_cli('build', '--dataset', dataset, '--out', out, '--workers',
+                  2, '--servers', 2, '--table', TABLE, '--sampler', 'fifo')
+  assert built.returncode == 0, built.stderr
+  lines = built.stdout.splitlines()
+  assert lines[2:] == [
+      f'serve server {k} of 2: rlds-reverb serve --dataset {dataset} '
+      f'--checkpoint-dir {out}/server-{k}-of-2 --table {TABLE}'
+      for k in range(2)]
+  drained = []
+  for k, summary in enumerate(lines[:2]):
+    root = out / f'server-{k}-of-2'
+    [name] = checkpoints.find(str(root)).complete
+    episodes = 2 - k
+    assert without_seconds(summary) == (
+        f'built {root / name}: {wording.count(episodes, "episode")}; 3 items '
+        f"in '{TABLE}'; {wording.size(size_on_disk(root / name))} on disk")
+    server = reverb.Server(
+        [reverb_tables.fifo_table(TABLE, signature)],
+        checkpointer=reverb.checkpointers.DefaultCheckpointer(str(root)))
+    try:
+      drained += reverb_tables.drain(server, TABLE)
+    finally:
+      server.stop()
+  assert reverb_tables.same_items(pushed_items, drained)
 
 
 # A build interrupted in the middle, by a real signal.

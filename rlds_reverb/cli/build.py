@@ -7,6 +7,9 @@
               --> rlds_reverb.build_checkpoint (build_nstep_checkpoint with
                   --n-step): read ahead and checked as push, then written,
                   DONE last; warnings one line each as they come
+              --> --workers N / --servers S: rlds_reverb.build_shards, N
+                  processes, one checkpoint per server (episode I -> I % S)
+                  under DIR/server-K-of-S
               --> a summary: the checkpoint, what it holds, and the serve
                   command that loads it
 
@@ -22,7 +25,7 @@ import contextlib
 import os
 import shlex
 import warnings
-from typing import List, Sequence
+from typing import Dict, List, Sequence
 
 from rlds_reverb import checkpoints
 from rlds_reverb._util import wording
@@ -48,6 +51,7 @@ examples:
       --priority-exponent 0.6 --sequence-length 3 --images encoded
   rlds-reverb build --dataset DIR --out /data/ckpt --n-step 3 --gamma 0.99
   rlds-reverb build --dataset MORE --out /data/ckpt --append
+  rlds-reverb build --dataset DIR --out /data/ckpt --workers 2 --servers 4
 
 Table options (as serve's) apply to the --table before them; no --table
 builds one table, 'replay'. Item options are push's. The dataset is read
@@ -58,7 +62,9 @@ writes a new one beside it (the one a server then loads). The checkpoint's
 DONE file is written last: a failed, interrupted or killed build leaves
 nothing a server loads. The checkpoint's table settings replace the
 server's: serve it with the same table names (and --n-step, --images
-options), without the other table options.
+options), without the other table options. --workers N builds in N
+processes; --servers S writes one checkpoint per server (episode I goes to
+server I % S, as 'push --workers' spreads them) into DIR/server-K-of-S.
 exit status: 0 built, 1 failure, 2 bad usage or input, 130 interrupted.
 """
 
@@ -72,6 +78,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument('--append', action='store_true',
                       help=('write a new checkpoint into a DIR that holds '
                             'one (a server then loads the new one)'))
+  parser.add_argument('--workers', type=options.positive_int, default=1,
+                      metavar='N',
+                      help='build in N processes (default: %(default)s)')
+  parser.add_argument('--servers', type=options.positive_int, default=1,
+                      metavar='S',
+                      help=('write one checkpoint per server, episode I to '
+                            'server I %% S, into DIR/server-K-of-S '
+                            '(default: %(default)s, into DIR)'))
   push.add_item_arguments(parser)
   table_flags.add_arguments(parser)
 
@@ -80,26 +94,45 @@ def run(args: argparse.Namespace) -> int:
   configured = table_flags.table_options(args)
   check_usage(args)
   item_options = push.item_options_of(args)
-  _check_out(args.out, args.append)
-  before = checkpoints.find(args.out).complete
+  roots = server_roots(args.out, args.servers)
+  for root in roots:
+    _check_out(root, args.append)
+  before = {root: checkpoints.find(root).complete for root in roots}
   try:
-    result = _checked_build(args, configured, item_options)
+    if args.workers > 1 or args.servers > 1:
+      results = _built_by_workers(args, configured, item_options)
+    else:
+      results = [_checked_build(args, configured, item_options)]
   except KeyboardInterrupt as e:
     raise output.CliError(_interrupted_text(args.out, before),
                           output.EXIT_INTERRUPTED) from e
-  push_shared.note_skipped([vars(episode) for episode in result.skipped])
-  print(summary_text(result, [table.name for table in configured]),
-        flush=True)
-  print(f'serve it: {serve_command(args, configured)}', flush=True)
+  names = [table.name for table in configured]
+  for result in results:
+    push_shared.note_skipped([vars(episode) for episode in result.skipped])
+    print(summary_text(result, names), flush=True)
+  for server, root in enumerate(roots):
+    which = (f'server {server} of {len(roots)}' if len(roots) > 1 else 'it')
+    print(f'serve {which}: {serve_command(args, configured, root)}',
+          flush=True)
   output.note("(the checkpoint's table settings replace serve's table "
               'options: serve needs only its table names)')
   return output.EXIT_OK
+
+
+def server_roots(out: str, servers: int) -> List[str]:
+  """Where each server loads from: `out`, or out/server-K-of-S."""
+  from rlds_reverb.checkpoints import parts  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  return [parts.server_root(out, server, servers)
+          for server in range(servers)]
 
 
 def check_usage(args: argparse.Namespace) -> None:
   """Combinations of options that cannot run: exit 2, before any work."""
   problems = options.image_usage_problems(args)
   if args.n_step:
+    problems.append((args.workers > 1 or args.servers > 1,
+                     '--n-step builds in one process, one checkpoint: drop '
+                     '--workers and --servers'))
     problems.append((args.gamma is None,
                      '--n-step needs --gamma G (0 <= G <= 1)'))
     problems += [(given, f'--n-step builds transitions, not trajectories: '
@@ -139,6 +172,17 @@ def _checked_build(args, configured, item_options):
     push_shared.check_chunk_length(item_options, len(configured), spec)
   output.note_data(step_format.notes())
   return _build(args, rlds_data, configured, item_options)
+
+
+def _built_by_workers(args, configured, item_options):
+  """`build_shards`: the dataset by name, read again in each process."""
+  from rlds_reverb import parallel  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  with _warnings_as_lines():
+    return parallel.build_shards(
+        args.dataset, args.out, configured, workers=args.workers,
+        servers=args.servers, split=args.split, data_dir=args.data_dir,
+        on_invalid=args.on_invalid, options=item_options,
+        append=args.append)
 
 
 def _build(args, rlds_data, configured, item_options):
@@ -184,14 +228,13 @@ def _warnings_as_lines():
     yield
 
 
-def _interrupted_text(out: str, before: Sequence[str]) -> str:
+def _interrupted_text(out: str, before: Dict[str, Sequence[str]]) -> str:
   """What a Ctrl-C left in --out: the library removes an unfinished
   checkpoint; one finished just before the interruption is named."""
-  new = [name for name in checkpoints.find(out).complete
-         if name not in before]
+  new = [os.path.join(root, name) for root, names in before.items()
+         for name in checkpoints.find(root).complete if name not in names]
   if new:
-    return (f'interrupted after the checkpoint was written: '
-            f'{os.path.join(out, new[-1])}')
+    return f'interrupted after checkpoints were written: {", ".join(new)}'
   return f'interrupted; nothing was written ({out} holds no new checkpoint)'
 
 
@@ -214,7 +257,7 @@ def _held_text(result, name: str) -> str:
   return held
 
 
-def serve_command(args: argparse.Namespace, configured) -> str:
+def serve_command(args: argparse.Namespace, configured, root: str) -> str:
   """The `serve` command that loads the checkpoint: the dataset, what the
   signature depends on (--n-step, --images ...), and the table names only."""
   words: List[str] = ['rlds-reverb', 'serve']
@@ -226,7 +269,7 @@ def serve_command(args: argparse.Namespace, configured) -> str:
     words += ['--data-dir', args.data_dir]
   if args.strict:
     words.append('--strict')
-  words += ['--checkpoint-dir', args.out]
+  words += ['--checkpoint-dir', root]
   if args.n_step:
     words.append('--n-step')
   if args.images != 'raw':
