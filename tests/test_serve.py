@@ -19,11 +19,13 @@ import reverb
 import rlds_reverb
 from rlds_reverb import checkpoints
 from rlds_reverb import specs
+from rlds_reverb._util import wording
 from tests import reverb_tables
 from tests import rlds_data
 from tests.cli_data import CLEAN
 from tests.cli_runs import error_lines
 from tests.cli_runs import run_cli
+from tests.cli_runs import run_cli_here
 from tests.reverb_tables import float64_signature
 from tests.serve_command import Serve
 from tests.serve_command import TABLE
@@ -135,6 +137,7 @@ def test_checkpoint_of_another_signature_fails_with_a_line_per_field(
   assert [line.split(': ')[0] for line in fields] == [
       '  discount', '  observation', '  reward']
   assert all('table has float64[' in line for line in fields), fields
+  assert 'loading checkpoint' not in result.stderr  # Refused before Reverb.
 
 
 def test_unwritable_checkpoint_dir_fails_at_start(dataset, tmp_path):
@@ -147,6 +150,84 @@ def test_unwritable_checkpoint_dir_fails_at_start(dataset, tmp_path):
       f'rlds-reverb: error: --checkpoint-dir: {tmp_path}/file/ckpt is not '
       'writable: Not a directory']
   assert result.stdout == ''
+
+
+# What serve says before Reverb loads a checkpoint (silent until it is done),
+# and a checkpoint it refuses before Reverb starts.
+
+OTHER = 'other'
+
+
+def _two_table_checkpoint(root, signature) -> str:
+  """A checkpoint Reverb writes of TABLE, max_size 4 (the oldest 2 of CLEAN's
+  6 items evicted: 6 inserted, 2 deleted), and OTHER (6 items)."""
+  server = reverb.Server(
+      [reverb_tables.fifo_table(TABLE, signature, max_size=4),
+       reverb_tables.fifo_table(OTHER, signature)],
+      checkpointer=reverb.checkpointers.DefaultCheckpointer(str(root)))
+  try:
+    with pytest.warns(rlds_reverb.CapacityWarning, match='remove 2 of'):
+      rlds_reverb.push(rlds_data.as_rlds(CLEAN),
+                       reverb_tables.address(server), [TABLE, OTHER])
+    return reverb.Client(reverb_tables.address(server)).checkpoint()
+  finally:
+    server.stop()
+
+
+def size_on_disk(path) -> int:
+  return sum(file.stat().st_size for file in pathlib.Path(path).iterdir())
+
+
+def test_serve_says_what_it_loads_before_reverb_loads_it(dataset, signature,
+                                                         tmp_path):
+  """Items per table (held: inserted - deleted), size on disk and about how
+  long, from the tables file, before Reverb's own first line (--debug shows
+  Reverb's lines)."""
+  root = tmp_path / 'ckpt'
+  path = _two_table_checkpoint(root, signature)
+  with Serve(dataset, tmp_path / 'serve.err', checkpoint_dir=root,
+             table_args=('--debug', '--table', TABLE, '--table', OTHER),
+             names=(TABLE, OTHER)) as serve:
+    lines = serve.wait_for_note('restored checkpoint').splitlines()
+    loading = (f"rlds-reverb: loading checkpoint {path}: 6 items in "
+               f"'{OTHER}', 4 items in '{TABLE}' "
+               f'({wording.size(size_on_disk(path))} on disk); the server '
+               'answers once it is loaded, in under a second (at about 135k '
+               'items/s)')
+    assert loading in lines, lines
+    reverb_loads = [i for i, line in enumerate(lines)
+                    if 'Loading checkpoint from' in line]
+    assert reverb_loads and lines.index(loading) < reverb_loads[0], lines
+    assert (f"rlds-reverb: restored checkpoint {path}: 6 items in '{OTHER}', "
+            f"4 items in '{TABLE}'") in lines
+    assert serve.stop(signal.SIGTERM) == 0
+
+
+def test_checkpoint_with_unserved_tables_is_refused_before_reverb_starts(
+    dataset, signature, tmp_path):
+  """Reverb would fail after it began loading (dm-reverb 0.14.0: ValueError
+  "Trying to load table 'other' but table was not found")."""
+  root = tmp_path / 'ckpt'
+  path = _two_table_checkpoint(root, signature)
+  result = run_cli_here('serve', '--dataset', dataset, '--table', TABLE,
+                        '--checkpoint-dir', root)
+  assert (result.returncode, result.stdout) == (2, '')
+  assert result.stderr.splitlines() == [
+      f"rlds-reverb: error: --checkpoint-dir: checkpoint {path} holds tables "
+      f"'{OTHER}', '{TABLE}', but serve serves '{TABLE}', and Reverb fails to "
+      'load a table it does not serve: serve every table it holds (--table '
+      f"{OTHER} --table {TABLE}; the checkpoint's settings replace their "
+      'options), or use another --checkpoint-dir']
+  # A tables file cut short: Reverb would not load it either.
+  tables_file = pathlib.Path(path) / checkpoints.TABLES
+  tables_file.write_bytes(tables_file.read_bytes()[:20])
+  result = run_cli_here('serve', '--dataset', dataset, '--table', TABLE,
+                        '--table', OTHER, '--checkpoint-dir', root)
+  assert (result.returncode, result.stdout) == (2, '')
+  assert error_lines(result.stderr) == result.stderr.splitlines()
+  assert result.stderr.startswith(
+      f'rlds-reverb: error: --checkpoint-dir: cannot read checkpoint {path}: '
+  ), result.stderr
 
 
 # Ports: a served port is refused; what serve prints is where it listens.

@@ -7,6 +7,9 @@ means, what it holds, and a new one built from chunks and items.
     parse         the fields of many records at once, read by numpy
     tensors       a chunk's tensors as numpy and back (snappy, deltas, strings)
     contents      `chunk_lengths`: what push's chunking left on the server
+    loading       `checkpoint_load`: what a server starting from one loads
+                  (items per table, size on disk, about how long), from
+                  its tables file alone
 
     plan            episodes -> the `Chunks` and `Items` a push would leave
                     (write/cadence's flushes and confirmations), no server
@@ -33,6 +36,9 @@ from rlds_reverb.checkpoints.directories import in_temporary_root
 from rlds_reverb.checkpoints.directories import ITEMS
 from rlds_reverb.checkpoints.directories import TABLES
 from rlds_reverb.checkpoints.directories import writable_error
+from rlds_reverb.checkpoints.loading import checkpoint_load
+from rlds_reverb.checkpoints.loading import CheckpointLoad
+from rlds_reverb.checkpoints.loading import LOAD_ITEMS_PER_S
 from rlds_reverb.checkpoints.records import read_records
 from rlds_reverb.checkpoints.messages import Chunks
 from rlds_reverb.checkpoints.messages import Items

@@ -1,5 +1,5 @@
-"""The `rlds-reverb` command: demo, serve, push, validate, inspect, recover,
-export.
+"""The `rlds-reverb` command: demo, serve, push, build, validate, inspect,
+recover, export.
 
     rlds-reverb [--debug] COMMAND [options]     (also: python -m rlds_reverb)
 
@@ -21,8 +21,8 @@ from typing import List, Optional
 from rlds_reverb._util import quiet
 from rlds_reverb.cli import output
 
-COMMANDS = ('demo', 'serve', 'push', 'validate', 'inspect', 'recover',
-            'export')
+COMMANDS = ('demo', 'serve', 'push', 'build', 'validate', 'inspect',
+            'recover', 'export')
 
 _EPILOG = """\
 examples:
@@ -30,6 +30,7 @@ examples:
   rlds-reverb validate --dataset ~/tensorflow_datasets/my_rlds/1.0.0
   rlds-reverb serve --dataset DIR --table replay --port 8000
   rlds-reverb push --dataset DIR --server localhost:8000 --table replay
+  rlds-reverb build --dataset DIR --out CKPT_DIR
   rlds-reverb inspect --dataset DIR --plot episodes.png
   rlds-reverb recover DIR
   rlds-reverb export --checkpoint CKPT_DIR --table replay --out DIR

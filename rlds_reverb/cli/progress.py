@@ -2,6 +2,7 @@
 
     checking  |#####     | 120/240 episodes [00:03, steps=25,480]   read-ahead
     pushing   |###       | 9,000/25,480 steps [00:01, episodes=41]  writing
+    building  |###       | 9,000/25,480 steps [00:01, episodes=41]  a build
 """
 
 import sys
@@ -60,6 +61,37 @@ class ReadProgress(Bar):
 
   def on_read(self, episodes: int, steps: int) -> None:
     self.update_to(episodes, steps=f'{steps:,}')
+
+
+class BuildProgress:
+  """A build's read-ahead (`on_read`), then its steps built (`on_built`, a
+  `rlds_reverb.BuildProgress`): one bar at a time, the second's total the
+  steps the first read."""
+
+  def __init__(self, enabled: Optional[bool] = None,
+               total: Optional[int] = None):
+    self._enabled = enabled
+    self._reading = ReadProgress(enabled, total)
+    self._steps: Optional[int] = None
+    self._building: Optional[Bar] = None
+
+  def on_read(self, episodes: int, steps: int) -> None:
+    self._steps = steps
+    self._reading.update_to(episodes, steps=f'{steps:,}')
+
+  def on_built(self, progress) -> None:
+    if self._building is None:
+      self._reading.close()
+      self._building = Bar('building', ' steps', self._steps, self._enabled)
+    self._building.update_to(progress.steps, episodes=progress.episodes)
+
+  def __enter__(self) -> 'BuildProgress':
+    return self
+
+  def __exit__(self, *exc_info) -> None:
+    self._reading.close()
+    if self._building is not None:
+      self._building.close()
 
 
 def _make_bar(description: str, unit: str, total: Optional[int]):

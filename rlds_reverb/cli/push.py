@@ -15,6 +15,7 @@ Errors name episodes by their position in the dataset (or shard) as given.
 """
 
 import argparse
+import dataclasses
 
 from rlds_reverb._util import wording
 from rlds_reverb.cli import options
@@ -71,32 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             '--runner to spread the data over several'))
   parser.add_argument('--table', required=True, action='append',
                       help='a table to write to; repeat for several')
-  parser.add_argument('--sequence-length', type=options.positive_int, default=2,
-                      metavar='L', help='steps per item (default: %(default)s)')
-  parser.add_argument('--stride', type=options.positive_int, default=1, metavar='S',
-                      help='steps between item starts (default: %(default)s)')
-  parser.add_argument('--n-step', type=options.positive_int, default=None,
-                      metavar='N',
-                      help=('write n-step transitions (observation, action, '
-                            'discounted reward, discount, next observation; '
-                            'Acme\'s arithmetic) instead of trajectories; '
-                            'with --gamma; into a table served with --n-step'))
-  parser.add_argument('--gamma', type=options.gamma, default=None,
-                      metavar='G', help='the discount factor of --n-step')
-  parser.add_argument('--pad-end-of-episodes', action='store_true',
-                      help='pad an episode shorter than an item to one item')
-  parser.add_argument('--priority', type=options.priority, default=1.0,
-                      help="every item's priority (default: %(default)s)")
-  parser.add_argument('--chunk-length', type=options.chunk_length,
-                      action='append', default=None, metavar='[FIELD=]N',
-                      help=('steps per chunk on the server, for every field '
-                            '(N) or one field or prefix (FIELD=N); repeat; '
-                            "default: by each field's bytes per step"))
-  options.add_image_arguments(parser)
-  parser.add_argument('--on-invalid', choices=('raise', 'skip'),
-                      default='raise',
-                      help=('malformed episodes: fail before writing, or '
-                            'leave them out (default: %(default)s)'))
+  add_item_arguments(parser)
   parser.add_argument('--timeout', type=options.seconds, default=30.0,
                       metavar='SEC',
                       help=('seconds to wait for the server at any one point '
@@ -131,6 +107,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   options.add_json_flag(parser, 'the counts')
 
 
+def add_item_arguments(parser: argparse.ArgumentParser) -> None:
+  """What the items are and how they are stored: push's and build's."""
+  parser.add_argument('--sequence-length', type=options.positive_int, default=2,
+                      metavar='L', help='steps per item (default: %(default)s)')
+  parser.add_argument('--stride', type=options.positive_int, default=1, metavar='S',
+                      help='steps between item starts (default: %(default)s)')
+  parser.add_argument('--n-step', type=options.positive_int, default=None,
+                      metavar='N',
+                      help=('write n-step transitions (observation, action, '
+                            'discounted reward, discount, next observation; '
+                            'Acme\'s arithmetic) instead of trajectories; '
+                            'with --gamma; into a table served with --n-step'))
+  parser.add_argument('--gamma', type=options.gamma, default=None,
+                      metavar='G', help='the discount factor of --n-step')
+  parser.add_argument('--pad-end-of-episodes', action='store_true',
+                      help='pad an episode shorter than an item to one item')
+  parser.add_argument('--priority', type=options.priority, default=1.0,
+                      help="every item's priority (default: %(default)s)")
+  parser.add_argument('--chunk-length', type=options.chunk_length,
+                      action='append', default=None, metavar='[FIELD=]N',
+                      help=('steps per chunk on the server, for every field '
+                            '(N) or one field or prefix (FIELD=N); repeat; '
+                            "default: by each field's bytes per step"))
+  options.add_image_arguments(parser)
+  parser.add_argument('--on-invalid', choices=('raise', 'skip'),
+                      default='raise',
+                      help=('malformed episodes: fail before writing, or '
+                            'leave them out (default: %(default)s)'))
+
+
 def run(args: argparse.Namespace) -> int:
   check_usage(args)
   push_options = options_of(args)
@@ -151,13 +157,18 @@ def run(args: argparse.Namespace) -> int:
 def options_of(args: argparse.Namespace) -> PushOptions:
   """What the push writes, from the arguments (checked by argparse and
   `check_usage`); made before TensorFlow loads."""
+  return dataclasses.replace(item_options_of(args), timeout=args.timeout)
+
+
+def item_options_of(args: argparse.Namespace) -> PushOptions:
+  """The items and how they are stored (`add_item_arguments`): push's and
+  build's."""
   return PushOptions(
       sequence_length=args.sequence_length, stride_length=args.stride,
       end_of_episode='pad' if args.pad_end_of_episodes else 'drop',
       priority=args.priority,
       chunk_length=options.chunk_length_option(args.chunk_length),
-      image_storage=options.image_storage(args), strict=args.strict,
-      timeout=args.timeout)
+      image_storage=options.image_storage(args), strict=args.strict)
 
 
 def checks_of(args: argparse.Namespace) -> CheckOptions:

@@ -17,22 +17,29 @@ SO_REUSEPORT, and clients would reach either server.
 With --checkpoint-dir it also says at start which checkpoint Reverb restores
 (Reverb itself is silent, also when it skips an incomplete one), and writes a
 checkpoint on SIGUSR1 while it keeps serving, as
-`reverb.Client(ADDRESS).checkpoint()` from Python does.
+`reverb.Client(ADDRESS).checkpoint()` from Python does. Reverb loads the
+checkpoint inside `reverb.Server(...)` and answers nobody until it is done
+(~7 s per million items): before that, serve says what it loads (items per
+table, size on disk, about how long: `checkpoints.checkpoint_load`, from the
+tables file alone), and refuses a checkpoint holding a table it does not
+serve, which Reverb would fail to load.
 """
 
 import argparse
 import signal
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
 from rlds_reverb import addresses
 from rlds_reverb import checkpoints
 from rlds_reverb import tables
 from rlds_reverb._util import wording
+from rlds_reverb.checkpoints import loading
 from rlds_reverb.cli import options
 from rlds_reverb.cli import output
 from rlds_reverb.cli import tables as table_flags
 from rlds_reverb.errors import AddressError
+from rlds_reverb.errors import CheckpointError
 
 HELP = "run a Reverb server with tables signed for a dataset's trajectories"
 DESCRIPTION = ('Runs a Reverb server with one or more tables whose signature '
@@ -62,9 +69,12 @@ localhost:PORT' once ready; stop it with Ctrl-C or SIGTERM. Reverb listens
 on every interface and has no option for one: keep the port behind a
 firewall. A --port that another server already listens on is refused
 (exit 2). With --checkpoint-dir it restores the newest complete checkpoint
-there at start, writes one on SIGUSR1 and at shutdown, and keeps only the
-newest: use a directory of its own. reverb.Client('HOST:PORT').checkpoint()
-from Python writes one too.
+there at start (first saying how many items, how big, and about how long
+the load takes: the server answers only once it is loaded), writes one on
+SIGUSR1 and at shutdown, and keeps only the newest: use a directory of its
+own. Every table of that checkpoint must be served (a --table of its name);
+its settings replace the options. 'rlds-reverb build' writes one from a
+dataset; reverb.Client('HOST:PORT').checkpoint() from Python writes one too.
 """
 
 # How often the main thread looks at what the signals asked for.
@@ -95,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
       raise output.CliError(message, output.EXIT_USAGE)
   _check_port(args.port)
   found = _checkpoints_to_restore(args.checkpoint_dir)
+  load = _checkpoint_to_load(found, [table.name for table in configured])
   import reverb  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   from rlds_reverb import specs  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   from rlds_reverb.convert import nstep  # pylint: disable=g-import-not-at-top,import-outside-toplevel
@@ -106,6 +117,9 @@ def run(args: argparse.Namespace) -> int:
   output.note_data(step_format.notes())
   requests = _Requests()
   requests.install()
+  if load:
+    _check_checkpoint_signatures(load, signature)
+    output.note(loading_text(load))
   server = _start(reverb, args, configured, signature, found)
   names = [table.name for table in configured]
   try:
@@ -251,6 +265,69 @@ def _checkpoints_to_restore(checkpoint_dir):
   if found.incomplete:
     output.note(_incomplete_text(found))
   return found
+
+
+def _checkpoint_to_load(found, served: Sequence[str]):
+  """What Reverb will load (None: nothing), read from its tables file; one
+  whose tables are not all served is refused here, before Reverb starts:
+  Reverb would first start loading it, then fail."""
+  if not (found and found.newest):
+    return None
+  path = found.path(found.newest)
+  try:
+    load = checkpoints.checkpoint_load(path)
+  except (CheckpointError, OSError) as e:
+    raise output.CliError(f'--checkpoint-dir: cannot read checkpoint {path}: '
+                          f'{output.error_line(e)}', output.EXIT_USAGE) from e
+  held = sorted(load.tables)  # Reverb writes them in no fixed order.
+  if set(held) - set(served):
+    raise output.CliError(
+        f'--checkpoint-dir: checkpoint {path} holds '
+        f'{wording.noun(len(held), "table")} {_names(held)}, '
+        f'but serve serves {_names(served)}, and Reverb fails to load a '
+        f'table it does not serve: serve every table it holds (--table '
+        f'{" --table ".join(held)}; the checkpoint\'s settings replace '
+        'their options), or use another --checkpoint-dir', output.EXIT_USAGE)
+  return load
+
+
+def _check_checkpoint_signatures(load: checkpoints.CheckpointLoad,
+                                 signature) -> None:
+  """The check `_check_loaded_table` makes once Reverb loaded the
+  checkpoint, made before it starts loading (minutes, for a big one). A
+  signature that does not decode is left to that later check."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from tensorflow.core.protobuf import struct_pb2  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  for settings in load.settings:
+    if not settings.signature:
+      continue
+    try:
+      held = tf.__internal__.saved_model.decode_proto(
+          struct_pb2.StructuredValue.FromString(settings.signature))
+    except Exception:  # pylint: disable=broad-except
+      continue
+    _check_loaded_table({settings.name: _Signed(held)}, settings.name,
+                        signature)
+
+
+class _Signed(NamedTuple):
+  """What `_check_loaded_table` reads of a table's info."""
+  signature: Any
+
+
+def _names(names: Sequence[str]) -> str:
+  return ', '.join(repr(name) for name in names)
+
+
+def loading_text(load: checkpoints.CheckpointLoad) -> str:
+  """What serve says before Reverb loads a checkpoint, silent until done."""
+  held = ', '.join(f'{wording.count(count, "item")} in {table!r}'
+                   for table, count in sorted(load.items))
+  rate = f'{checkpoints.LOAD_ITEMS_PER_S / 1000:.0f}k'
+  return (f'loading checkpoint {load.path}: {held or "no tables"} '
+          f'({wording.size(load.bytes)} on disk); the server answers once '
+          f'it is loaded, in {loading.about(load.seconds)} (at about {rate} '
+          'items/s)')
 
 
 def _incomplete_text(found: checkpoints.Checkpoints) -> str:

@@ -1,0 +1,283 @@
+"""`rlds-reverb build`: a dataset as a Reverb checkpoint, with no server.
+
+    arguments --> TableOptions (serve's table options: cli/tables)
+              --> PushOptions (push's item options: push.item_options_of)
+              --> --out DIR: writable, and holding no checkpoint unless
+                  --append (exit 2, before the data is read)
+              --> rlds_reverb.build_checkpoint (build_nstep_checkpoint with
+                  --n-step): read ahead and checked as push, then written,
+                  DONE last; warnings one line each as they come
+              --> --workers N / --servers S: rlds_reverb.build_shards, N
+                  processes, one checkpoint per server (episode I -> I % S)
+                  under DIR/server-K-of-S
+              --> a summary: the checkpoint, what it holds, and the serve
+                  command that loads it
+
+The build is the library's (`rlds_reverb.build`); this module reads the
+arguments, maps usage errors to exit 2, and prints. A server started on DIR
+(`rlds-reverb serve --checkpoint-dir DIR`) loads the newest checkpoint
+there; the checkpoint's table settings replace the server's, so serve needs
+only the tables' names.
+"""
+
+import argparse
+import contextlib
+import os
+import shlex
+import warnings
+from typing import Dict, List, Sequence
+
+from rlds_reverb import checkpoints
+from rlds_reverb._util import wording
+from rlds_reverb.cli import options
+from rlds_reverb.cli import output
+from rlds_reverb.cli import progress as progress_lib
+from rlds_reverb.cli import push
+from rlds_reverb.cli import push_shared
+from rlds_reverb.cli import tables as table_flags
+
+HELP = 'write a dataset as a Reverb checkpoint that a server loads at start'
+DESCRIPTION = ('Writes the items a push would write as a new Reverb '
+               'checkpoint under --out, with no server: '
+               "'rlds-reverb serve --checkpoint-dir DIR' (or a "
+               "reverb.Server with DefaultCheckpointer(DIR)) then starts "
+               'holding them, at its load speed.')
+EPILOG = """\
+examples:
+  rlds-reverb build --dataset DIR --out /data/ckpt
+  rlds-reverb serve --dataset DIR --checkpoint-dir /data/ckpt
+  rlds-reverb build --dataset DIR --out /data/ckpt --max-size 1000000 \\
+      --table uniform --table prioritized --sampler prioritized \\
+      --priority-exponent 0.6 --sequence-length 3 --images encoded
+  rlds-reverb build --dataset DIR --out /data/ckpt --n-step 3 --gamma 0.99
+  rlds-reverb build --dataset MORE --out /data/ckpt --append
+  rlds-reverb build --dataset DIR --out /data/ckpt --workers 2 --servers 4
+
+Table options (as serve's) apply to the --table before them; no --table
+builds one table, 'replay'. Item options are push's. The dataset is read
+twice: checked and counted, then built. A table whose --max-size is below
+the items keeps the newest (what a FIFO remover leaves), with a warning.
+A DIR that already holds a checkpoint is refused unless --append, which
+writes a new one beside it (the one a server then loads). The checkpoint's
+DONE file is written last: a failed, interrupted or killed build leaves
+nothing a server loads. The checkpoint's table settings replace the
+server's: serve it with the same table names (and --n-step, --images
+options), without the other table options. --workers N builds in N
+processes; --servers S writes one checkpoint per server (episode I goes to
+server I % S, as 'push --workers' spreads them) into DIR/server-K-of-S.
+exit status: 0 built, 1 failure, 2 bad usage or input, 130 interrupted.
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+  options.add_dataset_arguments(parser)
+  parser.add_argument('--out', required=True, metavar='DIR',
+                      help=('the checkpoints directory (a server\'s '
+                            '--checkpoint-dir); the checkpoint goes into a '
+                            'new DIR/<time>'))
+  parser.add_argument('--append', action='store_true',
+                      help=('write a new checkpoint into a DIR that holds '
+                            'one (a server then loads the new one)'))
+  parser.add_argument('--workers', type=options.positive_int, default=1,
+                      metavar='N',
+                      help='build in N processes (default: %(default)s)')
+  parser.add_argument('--servers', type=options.positive_int, default=1,
+                      metavar='S',
+                      help=('write one checkpoint per server, episode I to '
+                            'server I %% S, into DIR/server-K-of-S '
+                            '(default: %(default)s, into DIR)'))
+  push.add_item_arguments(parser)
+  table_flags.add_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+  configured = table_flags.table_options(args)
+  check_usage(args)
+  item_options = push.item_options_of(args)
+  roots = server_roots(args.out, args.servers)
+  for root in roots:
+    _check_out(root, args.append)
+  before = {root: checkpoints.find(root).complete for root in roots}
+  try:
+    if args.workers > 1 or args.servers > 1:
+      results = _built_by_workers(args, configured, item_options)
+    else:
+      results = [_checked_build(args, configured, item_options)]
+  except KeyboardInterrupt as e:
+    raise output.CliError(_interrupted_text(args.out, before),
+                          output.EXIT_INTERRUPTED) from e
+  names = [table.name for table in configured]
+  for result in results:
+    push_shared.note_skipped([vars(episode) for episode in result.skipped])
+    print(summary_text(result, names), flush=True)
+  for server, root in enumerate(roots):
+    which = (f'server {server} of {len(roots)}' if len(roots) > 1 else 'it')
+    print(f'serve {which}: {serve_command(args, configured, root)}',
+          flush=True)
+  output.note("(the checkpoint's table settings replace serve's table "
+              'options: serve needs only its table names)')
+  return output.EXIT_OK
+
+
+def server_roots(out: str, servers: int) -> List[str]:
+  """Where each server loads from: `out`, or out/server-K-of-S."""
+  from rlds_reverb.checkpoints import parts  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  return [parts.server_root(out, server, servers)
+          for server in range(servers)]
+
+
+def check_usage(args: argparse.Namespace) -> None:
+  """Combinations of options that cannot run: exit 2, before any work."""
+  problems = options.image_usage_problems(args)
+  if args.n_step:
+    problems.append((args.workers > 1 or args.servers > 1,
+                     '--n-step builds in one process, one checkpoint: drop '
+                     '--workers and --servers'))
+    problems.append((args.gamma is None,
+                     '--n-step needs --gamma G (0 <= G <= 1)'))
+    problems += [(given, f'--n-step builds transitions, not trajectories: '
+                         f'drop {option}')
+                 for given, option in (
+                     (args.sequence_length != 2, '--sequence-length'),
+                     (args.stride != 1, '--stride'),
+                     (args.pad_end_of_episodes, '--pad-end-of-episodes'),
+                     (args.on_invalid != 'raise', '--on-invalid skip'))]
+  else:
+    problems.append((args.gamma is not None, '--gamma goes with --n-step'))
+  for failed, message in problems:
+    if failed:
+      raise output.CliError(message, output.EXIT_USAGE)
+
+
+def _check_out(out: str, append: bool) -> None:
+  """--out: writable, and holding no checkpoint unless --append (exit 2)."""
+  problem = checkpoints.writable_error(out)
+  if problem:
+    raise output.CliError(f'--out: {problem}', output.EXIT_USAGE)
+  found = checkpoints.find(out)
+  if found.newest and not append:
+    raise output.CliError(
+        f'--out: {out} already holds a Reverb checkpoint ({found.newest}), '
+        f'which a server would load; give --append to write a new one '
+        f'beside it (the one a server then loads), or another --out',
+        output.EXIT_USAGE)
+
+
+def _checked_build(args, configured, item_options):
+  """The dataset loaded and its spec checked (usage errors: exit 2), then
+  built."""
+  rlds_data = options.load(args)
+  step_format, spec = options.step_format(args, rlds_data)
+  if not args.n_step:
+    push_shared.check_chunk_length(item_options, len(configured), spec)
+  output.note_data(step_format.notes())
+  return _build(args, rlds_data, configured, item_options)
+
+
+def _built_by_workers(args, configured, item_options):
+  """`build_shards`: the dataset by name, read again in each process."""
+  from rlds_reverb import parallel  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  with _warnings_as_lines():
+    return parallel.build_shards(
+        args.dataset, args.out, configured, workers=args.workers,
+        servers=args.servers, split=args.split, data_dir=args.data_dir,
+        on_invalid=args.on_invalid, options=item_options,
+        append=args.append)
+
+
+def _build(args, rlds_data, configured, item_options):
+  """The library's build, with progress bars and warnings as lines."""
+  import rlds_reverb  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb import errors  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  bars = progress_lib.BuildProgress(total=options.episode_count(rlds_data))
+  try:
+    with bars, _warnings_as_lines(), options.reading(args):
+      if args.n_step:
+        return rlds_reverb.build_nstep_checkpoint(
+            rlds_data, args.out, configured, n=args.n_step,
+            discount=args.gamma, options=item_options, append=args.append,
+            on_built=bars.on_built)
+      return rlds_reverb.build_checkpoint(
+          rlds_data, args.out, configured, options=item_options,
+          on_invalid=args.on_invalid, append=args.append,
+          on_read=bars.on_read, on_built=bars.on_built)
+  except errors.DataReadError as e:
+    raise output.CliError(str(e), output.EXIT_USAGE) from e
+  except errors.MalformedEpisodeError as e:
+    raise output.CliError(f'{e} {push_shared.MALFORMED_HINT}') from e
+
+
+@contextlib.contextmanager
+def _warnings_as_lines():
+  """The build's warnings (a table too small, episodes too short), each a
+  'warning:' line on stderr as it is issued, before anything is written."""
+  from rlds_reverb.checked_push import CapacityWarning  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.checked_push import ShortEpisodesWarning  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  ours = (CapacityWarning, ShortEpisodesWarning)
+  with warnings.catch_warnings():
+    shown = warnings.showwarning
+    for category in ours:
+      warnings.simplefilter('always', category)
+
+    def show(message, category, *rest, **keywords):
+      if issubclass(category, ours):
+        output.note(f'warning: {message}')
+      else:
+        shown(message, category, *rest, **keywords)
+    warnings.showwarning = show
+    yield
+
+
+def _interrupted_text(out: str, before: Dict[str, Sequence[str]]) -> str:
+  """What a Ctrl-C left in --out: the library removes an unfinished
+  checkpoint; one finished just before the interruption is named."""
+  new = [os.path.join(root, name) for root, names in before.items()
+         for name in checkpoints.find(root).complete if name not in names]
+  if new:
+    return f'interrupted after checkpoints were written: {", ".join(new)}'
+  return f'interrupted; nothing was written ({out} holds no new checkpoint)'
+
+
+def summary_text(result, names: Sequence[str]) -> str:
+  """The checkpoint and what it holds, on one line."""
+  held = ', '.join(_held_text(result, name) for name in names)
+  skipped = (f', {wording.number(result.skipped_episodes)} skipped'
+             if result.skipped_episodes else '')
+  return (f'built {result.path}: '
+          f'{wording.count(result.episodes, "episode")}{skipped}; {held}; '
+          f'{wording.size(result.bytes)} on disk; {result.seconds:.2f} s')
+
+
+def _held_text(result, name: str) -> str:
+  held = f'{wording.count(result.held(name), "item")} in {name!r}'
+  evicted = dict(result.evicted).get(name, 0)
+  if evicted:
+    held += (f' (the oldest {wording.number(evicted)} of '
+             f'{wording.number(result.items)} left out by its max_size)')
+  return held
+
+
+def serve_command(args: argparse.Namespace, configured, root: str) -> str:
+  """The `serve` command that loads the checkpoint: the dataset, what the
+  signature depends on (--n-step, --images ...), and the table names only."""
+  words: List[str] = ['rlds-reverb', 'serve']
+  for source in args.dataset:
+    words += ['--dataset', source]
+  if args.split != 'train':
+    words += ['--split', args.split]
+  if args.data_dir:
+    words += ['--data-dir', args.data_dir]
+  if args.strict:
+    words.append('--strict')
+  words += ['--checkpoint-dir', root]
+  if args.n_step:
+    words.append('--n-step')
+  if args.images != 'raw':
+    words += ['--images', args.images]
+    if args.image_format != 'png':
+      words += ['--image-format', args.image_format]
+    for field in args.image_field or ():
+      words += ['--image-field', field]
+  for table in configured:
+    words += ['--table', table.name]
+  return shlex.join(words)

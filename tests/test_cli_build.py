@@ -1,0 +1,227 @@
+"""`rlds-reverb build`, run as users run it.
+
+A build served by a real `rlds-reverb serve --checkpoint-dir` process holds
+what a push of the same data into a real server holds, item by item;
+--append writes a newer checkpoint that a server loads instead; a directory
+holding one is refused without it; bad options are usage errors; a real
+SIGINT or SIGKILL in the middle of a build leaves nothing a server loads.
+"""
+
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import reverb
+
+from rlds_reverb import checkpoints
+from rlds_reverb._util import wording
+from tests import export_data
+from tests import reverb_tables
+from tests.cli_runs import HANG_GUARD_S
+from tests.cli_runs import error_lines
+from tests.cli_runs import run_cli
+from tests.cli_runs import run_cli_here
+from tests.serve_command import Serve
+from tests.serve_command import TABLE
+from tests.serve_command import dataset  # pylint: disable=unused-import
+from tests.serve_command import pushed_items  # pylint: disable=unused-import
+from tests.serve_command import signature  # pylint: disable=unused-import
+
+# Long enough that a signal sent once the build writes lands before it ends.
+BIG_EPISODES, BIG_LENGTH = 60, 1000
+
+
+def item_keys(items):
+  return [reverb_tables.item_key(item) for item in items]
+
+
+def size_on_disk(path) -> int:
+  return sum(file.stat().st_size for file in pathlib.Path(path).iterdir())
+
+
+def without_seconds(line: str) -> str:
+  """A summary line without its last part, the seconds the build took."""
+  head, seconds = line.rsplit('; ', 1)
+  assert seconds.endswith(' s'), line
+  return head
+
+
+def test_build_is_served_as_push_writes_it_and_append_is_loaded_instead(
+    dataset, signature, pushed_items, tmp_path):
+  out = tmp_path / 'ckpt'
+  built = run_cli_here('build', '--dataset', dataset, '--out', out,
+                       '--table', TABLE, '--sampler', 'fifo')
+  assert built.returncode == 0, built.stderr
+  [name] = checkpoints.find(str(out)).complete
+  path = out / name
+  summary, serve_line = built.stdout.splitlines()
+  assert without_seconds(summary) == (
+      f"built {path}: 3 episodes; 6 items in '{TABLE}'; "
+      f'{wording.size(size_on_disk(path))} on disk')
+  assert serve_line == (f'serve it: rlds-reverb serve --dataset {dataset} '
+                        f'--checkpoint-dir {out} --table {TABLE}')
+  assert built.stderr.splitlines() == [
+      "rlds-reverb: (the checkpoint's table settings replace serve's table "
+      'options: serve needs only its table names)']
+
+  # The command it printed, with no table options: the checkpoint's fifo
+  # sampler replaces serve's default one.
+  with Serve(dataset, tmp_path / 'serve.err', checkpoint_dir=out,
+             table_args=('--table', TABLE)) as serve:
+    assert f'loading checkpoint {path}: 6 items' in serve.stderr()
+    assert item_keys(reverb_tables.drain(serve.address, TABLE)) == (
+        item_keys(pushed_items))
+    serve.process.kill()  # No checkpoint at stop: ours stays the newest.
+  assert checkpoints.find(str(out)).complete == (name,)
+
+  refused = run_cli_here('build', '--dataset', dataset, '--out', out)
+  assert (refused.returncode, refused.stdout) == (2, '')
+  assert refused.stderr.splitlines() == [
+      f'rlds-reverb: error: --out: {out} already holds a Reverb checkpoint '
+      f'({name}), which a server would load; give --append to write a new '
+      'one beside it (the one a server then loads), or another --out']
+
+  appended = run_cli_here('build', '--dataset', dataset, '--out', out,
+                          '--append', '--table', TABLE, '--sampler', 'fifo',
+                          '--max-size', '4')
+  assert appended.returncode == 0, appended.stderr
+  older, newer = checkpoints.find(str(out)).complete
+  assert older == name
+  assert without_seconds(appended.stdout.splitlines()[0]) == (
+      f"built {out / newer}: 3 episodes; 4 items in '{TABLE}' (the oldest 2 "
+      f'of 6 left out by its max_size); '
+      f'{wording.size(size_on_disk(out / newer))} on disk')
+  [warning] = [line for line in appended.stderr.splitlines()
+               if 'warning' in line]
+  assert warning.startswith(f"rlds-reverb: warning: table '{TABLE}' holds at "
+                            'most 4 items; this build makes 6'), warning
+  server = reverb.Server(
+      [reverb_tables.fifo_table(TABLE, signature)],
+      checkpointer=reverb.checkpointers.DefaultCheckpointer(str(out)))
+  try:
+    assert item_keys(reverb_tables.drain(server, TABLE)) == (
+        item_keys(pushed_items[2:]))
+  finally:
+    server.stop()
+
+
+@pytest.mark.parametrize('arguments, message', [
+    (['--gamma', '0.9'], 'rlds-reverb: error: --gamma goes with --n-step'),
+    (['--n-step', '3'],
+     'rlds-reverb: error: --n-step needs --gamma G (0 <= G <= 1)'),
+    (['--n-step', '3', '--gamma', '0.9', '--stride', '2'],
+     'rlds-reverb: error: --n-step builds transitions, not trajectories: drop '
+     '--stride'),
+    (['--n-step', '3', '--gamma', '0.9', '--servers', '2'],
+     'rlds-reverb: error: --n-step builds in one process, one checkpoint: drop '
+     '--workers and --servers'),
+    (['--image-format', 'jpeg'],
+     'rlds-reverb: error: --image-format goes with --images encoded'),
+    (['--chunk-length', 'nowhere=4'],
+     "rlds-reverb: error: --chunk-length: "),
+    (['--sampler', 'random'],
+     'rlds-reverb build: error: argument --sampler: must be one of uniform, '
+     "prioritized, fifo, lifo, got 'random'"),
+])
+def test_bad_options_are_usage_errors_before_anything_is_written(
+    dataset, tmp_path, arguments, message):
+  result = run_cli_here('build', '--dataset', dataset, '--out',
+                        tmp_path / 'ckpt', *arguments)
+  assert (result.returncode, result.stdout) == (2, '')
+  assert result.stderr.splitlines()[-1].startswith(message), result.stderr
+  assert not any(checkpoints.find(str(tmp_path / 'ckpt')).complete)
+
+
+@pytest.mark.slow
+def test_workers_build_one_checkpoint_per_server(dataset, signature,
+                                                 pushed_items, tmp_path):
+  """Episode I to server I % 2: CLEAN's episodes 0 and 2 (3 and 2 steps:
+  3 items) to server 0, episode 1 (4 steps: 3 items) to server 1."""
+  out = tmp_path / 'ckpt'
+  built = run_cli('build', '--dataset', dataset, '--out', out, '--workers',
+                  2, '--servers', 2, '--table', TABLE, '--sampler', 'fifo')
+  assert built.returncode == 0, built.stderr
+  lines = built.stdout.splitlines()
+  assert lines[2:] == [
+      f'serve server {k} of 2: rlds-reverb serve --dataset {dataset} '
+      f'--checkpoint-dir {out}/server-{k}-of-2 --table {TABLE}'
+      for k in range(2)]
+  drained = []
+  for k, summary in enumerate(lines[:2]):
+    root = out / f'server-{k}-of-2'
+    [name] = checkpoints.find(str(root)).complete
+    episodes = 2 - k
+    assert without_seconds(summary) == (
+        f'built {root / name}: {wording.count(episodes, "episode")}; 3 items '
+        f"in '{TABLE}'; {wording.size(size_on_disk(root / name))} on disk")
+    server = reverb.Server(
+        [reverb_tables.fifo_table(TABLE, signature)],
+        checkpointer=reverb.checkpointers.DefaultCheckpointer(str(root)))
+    try:
+      drained += reverb_tables.drain(server, TABLE)
+    finally:
+      server.stop()
+  assert reverb_tables.same_items(pushed_items, drained)
+
+
+# A build interrupted in the middle, by a real signal.
+
+
+@pytest.fixture(scope='module')
+def big_dataset(tmp_path_factory):
+  return export_data.write_source(
+      tmp_path_factory.mktemp('big'),
+      [export_data.nested_episode(i, BIG_LENGTH)
+       for i in range(BIG_EPISODES)])
+
+
+def signalled_mid_build(dataset_dir, out, signum) -> subprocess.Popen:
+  """`rlds-reverb build` signalled once its checkpoint directory appears
+  (the data was read ahead, and the writing began)."""
+  process = subprocess.Popen(
+      [sys.executable, '-m', 'rlds_reverb', 'build', '--dataset',
+       dataset_dir, '--out', str(out)],
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  deadline = time.monotonic() + HANG_GUARD_S
+  while not (out.is_dir() and any(entry.is_dir() for entry in out.iterdir())):
+    assert process.poll() is None, process.communicate()
+    assert time.monotonic() < deadline
+    time.sleep(0.01)
+  process.send_signal(signum)
+  process.wait(timeout=HANG_GUARD_S)
+  return process
+
+
+@pytest.mark.slow
+def test_ctrl_c_mid_build_writes_nothing_and_says_so(big_dataset, tmp_path):
+  out = tmp_path / 'ckpt'
+  process = signalled_mid_build(big_dataset, out, signal.SIGINT)
+  stdout, stderr = process.communicate()
+  assert (process.returncode, stdout) == (130, ''), stderr
+  assert error_lines(stderr) == [
+      f'rlds-reverb: error: interrupted; nothing was written ({out} holds no '
+      'new checkpoint)']
+  assert 'Traceback' not in stderr
+  assert os.listdir(out) == []  # The unfinished checkpoint was removed.
+
+
+@pytest.mark.slow
+def test_sigkill_mid_build_leaves_nothing_a_server_loads(
+    big_dataset, tmp_path):
+  out = tmp_path / 'ckpt'
+  process = signalled_mid_build(big_dataset, out, signal.SIGKILL)
+  assert process.returncode == -signal.SIGKILL
+  found = checkpoints.find(str(out))
+  assert found.newest is None and len(found.incomplete) == 1, found
+  server = reverb.Server(
+      [reverb_tables.fifo_table(TABLE)],
+      checkpointer=reverb.checkpointers.DefaultCheckpointer(str(out)))
+  try:
+    assert reverb_tables.table_size(reverb_tables.client_of(server),
+                                    TABLE) == 0
+  finally:
+    server.stop()
