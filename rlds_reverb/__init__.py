@@ -69,6 +69,10 @@ _LAZY = {
     'NStepTransition': 'rlds_reverb.convert.nstep',
     'load': 'rlds_reverb.sources.opening',
     'push_shards': 'rlds_reverb.parallel',
+    'build_checkpoint': 'rlds_reverb.build',
+    'build_nstep_checkpoint': 'rlds_reverb.build',
+    'BuildResult': 'rlds_reverb.build',
+    'BuildProgress': 'rlds_reverb.build',
     'mixed_replay': 'rlds_reverb.mixed',
     'mixed_replay_tables': 'rlds_reverb.mixed',
     'check_port_free': 'rlds_reverb.addresses',
@@ -105,6 +109,10 @@ __all__ = [
     'NStepTransition',
     'load',
     'push_shards',
+    'build_checkpoint',
+    'build_nstep_checkpoint',
+    'BuildResult',
+    'BuildProgress',
     'mixed_replay',
     'mixed_replay_tables',
     'check_port_free',
@@ -146,7 +154,7 @@ __all__ = [
 
 _SUBPACKAGES = ('convert', 'specs', 'write', 'sources', 'cli', 'validation',
                 'stats', 'parallel', 'checked_push', 'beam',
-                'tfds_out', 'record', 'decoded', 'tables')
+                'tfds_out', 'record', 'decoded', 'tables', 'build')
 
 
 def __getattr__(name: str) -> Any:

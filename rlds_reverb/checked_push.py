@@ -454,9 +454,10 @@ class CheckedPush:
     without_items = sum(1 for count in items_of if not count)
     short = None
     if without_items:
-      short = self._short_episodes_text(
+      short = short_episodes_text(
           without_items, len(items_of),
-          max(report.lengths[i] for i in to_write))
+          max(report.lengths[i] for i in to_write),
+          self._options.sequence_length)
       warnings.append(short)
     plan = Plan(skipped, sum(report.lengths[i] for i in to_write),
                 tuple(warnings), state, short_episodes=short,
@@ -477,19 +478,6 @@ class CheckedPush:
     texts = held_lib.warnings_for(helds)
     return dataclasses.replace(plan, warnings=texts + plan.warnings,
                                held=helds, held_warnings=texts)
-
-  def _short_episodes_text(self, short: int, episodes: int,
-                           longest: int) -> str:
-    """Episodes shorter than an item give none (TF-Agents' observer too)."""
-    what = ('no episode gives an item: nothing will be written'
-            if short == episodes else
-            f'{wording.number(short)} of {wording.count(episodes, "episode")} '
-            f'give no item')
-    return (f'{what}; an item has '
-            f'{wording.count(self._options.sequence_length, "step")} and the '
-            f'longest episode {wording.count(longest, "step")}. Padding '
-            f"(end_of_episode='pad', --pad-end-of-episodes) gives each "
-            f'episode shorter than an item one item.')
 
   def _check_confirmed_kept(self, state: resume_lib.State) -> None:
     """Raises if a table lost what a resume file says was confirmed there.
@@ -609,6 +597,19 @@ class CheckedPush:
 
   def _name(self) -> str:
     return str(self._source) if self._source else 'the data'
+
+
+def short_episodes_text(short: int, episodes: int, longest: int,
+                        sequence_length: int) -> str:
+  """Episodes shorter than an item give none (TF-Agents' observer too)."""
+  what = ('no episode gives an item: nothing will be written'
+          if short == episodes else
+          f'{wording.number(short)} of {wording.count(episodes, "episode")} '
+          f'give no item')
+  return (f'{what}; an item has {wording.count(sequence_length, "step")} '
+          f'and the longest episode {wording.count(longest, "step")}. '
+          f"Padding (end_of_episode='pad', --pad-end-of-episodes) gives each "
+          f'episode shorter than an item one item.')
 
 
 def malformed_error(problem: validation.StepProblem,

@@ -22,15 +22,15 @@ import rlds_reverb  # pylint: disable=g-import-not-at-top
 from rlds_reverb import checkpoints  # pylint: disable=g-import-not-at-top
 from rlds_reverb import convert  # pylint: disable=g-import-not-at-top
 from rlds_reverb import specs  # pylint: disable=g-import-not-at-top
-from rlds_reverb.checkpoints import directories  # pylint: disable=g-import-not-at-top
 from rlds_reverb.checkpoints import plan as plan_lib  # pylint: disable=g-import-not-at-top
-from rlds_reverb.checkpoints import records  # pylint: disable=g-import-not-at-top
-from rlds_reverb.checkpoints import schema  # pylint: disable=g-import-not-at-top
 from rlds_reverb.convert import nstep  # pylint: disable=g-import-not-at-top
 from rlds_reverb.errors import ColumnMismatchError  # pylint: disable=g-import-not-at-top
 from rlds_reverb.write import items as items_lib  # pylint: disable=g-import-not-at-top
 from tests import export_data  # pylint: disable=g-import-not-at-top
 from tests import reverb_tables  # pylint: disable=g-import-not-at-top
+from tests.checkpoint_items import assert_same  # pylint: disable=g-import-not-at-top
+from tests.checkpoint_items import drained_tables  # pylint: disable=g-import-not-at-top
+from tests.checkpoint_items import pushed_checkpoint  # pylint: disable=g-import-not-at-top
 
 # Steps per episode: short ones (no 5-step item fits), long ones; 5,030
 # steps in all, past a confirmation (every 4,096 rows).
@@ -76,52 +76,6 @@ def short_source(tmp_path_factory):
       [export_data.nested_episode(i, 3) for i in range(SHORT_EPISODES)])
 
 
-def item_slices(checkpoint: str):
-  """Per table, per item (in insertion order): per column, its slices as
-  (offset, rows, chunk rows, chunk's first step); and chunk counts."""
-  chunks = {}
-  for record in records.read_records(os.path.join(checkpoint,
-                                                  directories.CHUNKS)):
-    chunk = schema.parse('ChunkData', record)
-    chunks[chunk.chunk_key] = (chunk.sequence_range.end -
-                               chunk.sequence_range.start + 1,
-                               chunk.sequence_range.start)
-  tables = {}
-  for record in records.read_records(os.path.join(checkpoint,
-                                                  directories.ITEMS)):
-    item = schema.parse('PrioritizedItem', record)
-    time = item.inserted_at.seconds * 10**9 + item.inserted_at.nanos
-    columns = tuple(
-        (bool(column.squeeze),
-         tuple((s.offset, s.length, s.index) + chunks[s.chunk_key]
-               for s in column.chunk_slices))
-        for column in item.flat_trajectory.columns)
-    tables.setdefault(item.table, []).append((time, item.priority, columns))
-  return {table: [entry[1:] for entry in sorted(items, key=lambda e: e[0])]
-          for table, items in tables.items()}
-
-
-def pushed_checkpoint(tables, root, push_fn):
-  """The checkpoint of a server that `push_fn(address)` filled; its
-  tables' episode counts; the items drained."""
-  server = export_data.checkpointed_server(tables(), root)
-  push_fn(f'localhost:{server.port}')
-  checkpoint = export_data.checkpoint(server)
-  return checkpoint, drained_tables(server, tables)
-
-
-def drained_tables(server, tables):
-  client = reverb.Client(f'localhost:{server.port}')
-  info = client.server_info(timeout=10)
-  result = {}
-  for table in tables():
-    name = table.name
-    episodes = info[name].num_episodes
-    result[name] = (episodes, reverb_tables.drain_flat(server, name))
-  server.stop()
-  return result
-
-
 def built_checkpoint(blocks, spec, item_plan, tables, root, **options):
   """Plans `blocks` into a new checkpoint under `root`; a server loads it."""
   plan = plan_lib.Plan(spec, item_plan, [t.name for t in tables()],
@@ -137,25 +91,6 @@ def built_checkpoint(blocks, spec, item_plan, tables, root, **options):
   server = reverb.Server(tables(), checkpointer=(
       reverb.checkpointers.DefaultCheckpointer(os.fspath(root))))
   return path, drained_tables(server, tables)
-
-
-def assert_same(pushed, built):
-  (pushed_path, pushed_tables), (built_path, built_tables) = pushed, built
-  want, got = item_slices(pushed_path), item_slices(built_path)
-  assert sorted(got) == sorted(want)
-  for table in want:
-    assert len(got[table]) == len(want[table])
-    for index, (got_item, want_item) in enumerate(zip(got[table],
-                                                      want[table])):
-      assert got_item == want_item, (table, index)
-  assert (checkpoints.chunk_lengths(built_path) ==
-          checkpoints.chunk_lengths(pushed_path))
-  assert sorted(built_tables) == sorted(pushed_tables)
-  for table, (episodes, items) in pushed_tables.items():
-    built_episodes, built_items = built_tables[table]
-    assert built_episodes == episodes
-    assert items
-    reverb_tables.assert_same_flat_items(built_items, items)
 
 
 def push_and_build(source, tmp_path, options, names):

@@ -33,6 +33,10 @@ EXPORTED = [
     'NStepTransition',
     'load',
     'push_shards',
+    'build_checkpoint',
+    'build_nstep_checkpoint',
+    'BuildResult',
+    'BuildProgress',
     'mixed_replay',
     'mixed_replay_tables',
     'check_port_free',
@@ -166,7 +170,8 @@ def test_subpackages_load_on_attribute_access():
 def test_encoded_mode_keywords_are_pinned():
   """The encoded-image mode's keywords (issue 23), default 'raw' = before."""
   for function in (rlds_reverb.push, rlds_reverb.push_nstep_transitions,
-                   rlds_reverb.push_shards):
+                   rlds_reverb.push_shards, rlds_reverb.build_checkpoint,
+                   rlds_reverb.build_nstep_checkpoint):
     parameters = inspect.signature(function).parameters
     assert [(name, parameters[name].default) for name in
             ('images', 'image_format', 'image_fields')] == [

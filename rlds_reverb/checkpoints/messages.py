@@ -92,6 +92,32 @@ class Items:
     return len(self.keys)
 
 
+def item_part(items: Items, start: int, end: int,
+              bounds: Optional[np.ndarray] = None) -> Items:
+  """Items [start, end); bounds: where each (item, column)'s slices start
+  (`np.cumsum` of slice_counts after a 0; computed when not given)."""
+  if start == 0 and end >= len(items):
+    return items
+  if bounds is None:
+    bounds = np.concatenate([[0], np.cumsum(items.slice_counts)])
+  columns = items.num_columns
+  counts = np.asarray(items.slice_counts)
+  first, last = bounds[start * columns], bounds[min(end, len(items)) * columns]
+  squeeze = np.asarray(items.squeeze)
+  if squeeze.size != columns:
+    squeeze = squeeze[start * columns:end * columns]
+  return dataclasses.replace(
+      items, keys=items.keys[start:end], priorities=items.priorities[start:end],
+      times=items.times[start:end],
+      slice_counts=counts[start * columns:end * columns],
+      chunk_keys=items.chunk_keys[first:last],
+      offsets=items.offsets[first:last],
+      lengths=items.lengths[first:last], indexes=items.indexes[first:last],
+      squeeze=squeeze,
+      times_sampled=(None if items.times_sampled is None else
+                     items.times_sampled[start:end]))
+
+
 def chunk_messages(chunks: Chunks) -> serialize.Messages:
   """The ChunkData records of `chunks`.
 

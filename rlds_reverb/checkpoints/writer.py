@@ -65,6 +65,28 @@ def checkpoint_name(now_ns: Optional[int] = None) -> str:
           f'{offset[:3]}:{offset[3:]}')
 
 
+def check_root(root: str, append: bool = False) -> directories.Checkpoints:
+  """Raises unless a new checkpoint can go into `root`: a writable directory
+  (or one that can be made) without a checkpoint, unless `append`. Returns
+  its checkpoints. Called again by `CheckpointWriter`; a build calls it
+  first, before reading its data.
+
+  Raises:
+    CheckpointWriteError: naming the root and what is wrong.
+  """
+  root = os.fspath(root)
+  error = directories.writable_error(root)
+  if error:
+    raise CheckpointWriteError(f'Cannot write a checkpoint: {error}.')
+  found = directories.find(root)
+  if found.newest and not append:
+    raise CheckpointWriteError(
+        f'{root} already holds a Reverb checkpoint ({found.newest}), which '
+        f'a server would load; write to another directory, or append a new '
+        f'checkpoint (which the server then loads instead).')
+  return found
+
+
 class Keys:
   """Distinct 64-bit keys for chunks and items, random-looking as Reverb's:
   2^63 + a bijection of 63-bit numbers (multiply by odd numbers, xor-shift)
@@ -157,15 +179,7 @@ class CheckpointWriter:
           f'Cannot write a checkpoint in {root}: {e.strerror or e}') from e
 
   def _new_name(self, root: str, append: bool) -> str:
-    error = directories.writable_error(root)
-    if error:
-      raise CheckpointWriteError(f'Cannot write a checkpoint: {error}.')
-    found = directories.find(root)
-    if found.newest and not append:
-      raise CheckpointWriteError(
-          f'{root} already holds a Reverb checkpoint ({found.newest}), which '
-          f'a server would load; write to another directory, or append a new '
-          f'checkpoint (which the server then loads instead).')
+    found = check_root(root, append)
     name = checkpoint_name()
     if found.newest and found.newest >= name:
       raise CheckpointWriteError(
@@ -255,7 +269,7 @@ class CheckpointWriter:
           f'go in insertion order, oldest first.')
     bounds = np.concatenate([[0], np.cumsum(items.slice_counts)])
     for start in range(0, len(items), BATCH_ITEMS):
-      part = _item_part(items, start, start + BATCH_ITEMS, bounds)
+      part = messages_lib.item_part(items, start, start + BATCH_ITEMS, bounds)
       self._files[directories.ITEMS].write_framed(
           *item_records.framed(table, part))
     self._referenced.add(messages_lib.referenced_chunks(items))
@@ -393,26 +407,3 @@ def _chunk_part(chunks: messages_lib.Chunks, start: int, end: int
       chunks, keys=chunks.keys[start:end], episodes=chunks.episodes[start:end],
       steps=chunks.steps[start:end], row_starts=chunks.row_starts[start:end],
       lengths=chunks.lengths[start:end])
-
-
-def _item_part(items: messages_lib.Items, start: int, end: int,
-               bounds: np.ndarray) -> messages_lib.Items:
-  """Items [start, end); bounds: where each (item, column)'s slices start."""
-  if start == 0 and end >= len(items):
-    return items
-  columns = items.num_columns
-  counts = np.asarray(items.slice_counts)
-  first, last = bounds[start * columns], bounds[min(end, len(items)) * columns]
-  squeeze = np.asarray(items.squeeze)
-  if squeeze.size != columns:
-    squeeze = squeeze[start * columns:end * columns]
-  return dataclasses.replace(
-      items, keys=items.keys[start:end], priorities=items.priorities[start:end],
-      times=items.times[start:end],
-      slice_counts=counts[start * columns:end * columns],
-      chunk_keys=items.chunk_keys[first:last],
-      offsets=items.offsets[first:last],
-      lengths=items.lengths[first:last], indexes=items.indexes[first:last],
-      squeeze=squeeze,
-      times_sampled=(None if items.times_sampled is None else
-                     items.times_sampled[start:end]))

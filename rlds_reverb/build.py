@@ -1,0 +1,540 @@
+"""Reverb checkpoints built from RLDS data, with no server: a server then
+starts holding the items a push would write, at its load speed.
+
+    rlds_data --spec--> trajectory spec -> signature -> each table's
+                        settings (`tables.settings`)         | nothing
+              --read ahead (validation.validate), as push:    | written
+                  malformed / flagged / empty episodes;       | if any
+                  items per table -> what max_size evicts     | fails
+              --convert.trajectory_blocks (one numpy block per episode)
+              --checkpoints.plan.Plan: the chunks and items push's writer
+                  leaves on a server (its chunk lengths, flushes, priority)
+              --sink: `CheckpointWriter` (chunks, items, tables, DONE last)
+              --> BuildResult
+
+A server loads a checkpoint about 7x faster than any writer fills it
+(docs/checkpoints.md). What a build leaves is all or nothing: the
+checkpoint's `DONE` file is written last, and a failure (bad data, a full
+disk, Ctrl-C) removes the directory, so a server started on `directory`
+loads what it would have loaded before. Killed outright (SIGKILL), a build
+leaves a directory without `DONE`, which Reverb skips.
+
+A table smaller than the items (`max_size`) keeps the newest, as a push
+into a FIFO table would leave it; the counts say the others were inserted
+and deleted (`CapacityWarning`). The rate limiter's counters are the
+table's after those inserts: a MinSize table samples at once, a
+SampleToInsertRatio table samples at once and takes no insert until
+samples catch up with the items.
+"""
+
+import dataclasses
+import functools
+import os
+import time
+import warnings
+from typing import (Any, Callable, Dict, Iterable, List, Optional, Sequence,
+                    Tuple, Union)
+
+import tensorflow as tf
+
+from rlds_reverb import push_options
+from rlds_reverb import specs
+from rlds_reverb import tables as tables_lib
+from rlds_reverb import validation
+from rlds_reverb._util import wording
+from rlds_reverb.checked_push import CapacityWarning
+from rlds_reverb.checked_push import malformed_error
+from rlds_reverb.checked_push import short_episodes_text
+from rlds_reverb.checked_push import ShortEpisodesWarning
+from rlds_reverb.checked_push import SkippedEpisode
+from rlds_reverb.checked_push import skipped_episode
+from rlds_reverb.checkpoints import messages
+from rlds_reverb.checkpoints import plan as plan_lib
+from rlds_reverb.checkpoints import table_settings
+from rlds_reverb.checkpoints import writer as writer_lib
+from rlds_reverb.convert import encoded
+from rlds_reverb.convert import nstep
+from rlds_reverb.errors import DataReadError
+from rlds_reverb.push_options import OnInvalid
+from rlds_reverb.push_options import PushOptions
+from rlds_reverb.sources import whole_reads
+from rlds_reverb.specs import fields
+from rlds_reverb.write import items as items_lib
+
+TablesLike = Union[str, tables_lib.TableOptions,
+                   Sequence[Union[str, tables_lib.TableOptions]]]
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildProgress:
+  """How far a build is: converted and planned so far."""
+  episodes: int
+  steps: int
+  items: int  # Per table.
+  bytes: int  # Written to the checkpoint's files.
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildResult:
+  """What a build wrote: a checkpoint a server loads (`path`)."""
+  path: str  # The checkpoint's directory: directory/<time>.
+  episodes: int
+  trajectories: int  # Steps converted (transitions, for n-step).
+  items: int  # Per table, made (`held(table)`: less what max_size left out).
+  seconds: float
+  bytes: int  # The checkpoint's size on disk.
+  evicted: Tuple[Tuple[str, int], ...] = ()  # (table, oldest items left out)
+  skipped_episodes: int = 0
+  skipped: Tuple[SkippedEpisode, ...] = ()
+  warnings: Tuple[str, ...] = ()
+  notes: Tuple[str, ...] = ()
+
+  def held(self, table: str) -> int:
+    """The items `table` holds in the checkpoint."""
+    return self.items - dict(self.evicted).get(table, 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildPlan:
+  """What `CheckedBuild.check` decided, before anything is written."""
+  spec: Any  # Of one item's rows: a trajectory, or a transition.
+  settings: Tuple[table_settings.TableSettings, ...]
+  skipped: Tuple[SkippedEpisode, ...] = ()
+  # Items per table; None when not read ahead (n-step).
+  items: Optional[int] = None
+  warnings: Tuple[str, ...] = ()
+  notes: Tuple[str, ...] = ()
+  short_episodes: Optional[str] = None  # One of `warnings`.
+
+  def evicted(self, table: str) -> int:
+    """The oldest items of `table` that its max_size leaves out."""
+    if self.items is None:
+      return 0
+    max_size = {s.name: s.max_size for s in self.settings}[table]
+    return max(0, self.items - max_size)
+
+
+def build_checkpoint(
+    rlds_data: tf.data.Dataset,
+    directory: str,
+    tables: TablesLike,
+    *,
+    sequence_length: int = 2,
+    stride_length: int = 1,
+    priority: float = 1.0,
+    end_of_episode: push_options.EndOfEpisode = push_options.EndOfEpisode.DROP,
+    policy_info_fn: Optional[fields.PolicyInfoFn] = None,
+    chunk_length: push_options.ChunkLength = None,
+    on_invalid: Union[str, OnInvalid] = OnInvalid.RAISE,
+    strict: bool = False,
+    images: str = 'raw',
+    image_format: str = 'png',
+    image_fields: Optional[Sequence[str]] = None,
+    options: Optional[PushOptions] = None,
+    append: bool = False,
+    on_read: Optional[Callable[[int, int], None]] = None,
+    on_built: Optional[Callable[[BuildProgress], None]] = None,
+) -> BuildResult:
+  """Writes `rlds_data` as a new Reverb checkpoint under `directory`: the
+  items `rlds_reverb.push` with the same settings would write, in tables made
+  as `tables` say, which a server loads at start:
+
+      reverb.Server(tables, port, checkpointer=(
+          reverb.checkpointers.DefaultCheckpointer(directory)))
+
+  (or `DefaultCheckpointer(path, fallback_checkpoint_path=result.path)`; the
+  checkpoint's table settings replace the server's, whose tables must have
+  the same names: `rlds_reverb.tables.table(options)` makes them).
+
+  Args:
+    rlds_data: RLDS episodes (read twice: checked, then built).
+    directory: the checkpoints' root, created if missing; a new
+      `directory/<time>` directory is written, `DONE` last.
+    tables: a `rlds_reverb.tables.TableOptions` (e.g. `tables.uniform(
+      'replay', max_size)`), a table name (`TableOptions(name)`: `serve`'s
+      default table), or a sequence of them; each item goes to each table.
+    sequence_length, stride_length, priority, end_of_episode: as for `push`.
+    policy_info_fn, chunk_length, strict, images, image_format: as for `push`.
+    image_fields, options: as for `push`.
+    on_invalid: 'raise' or 'skip' (`push`'s; 'stop' writes part of the data,
+      which a build, all or nothing, does not).
+    append: write a new checkpoint into a `directory` that holds one (a
+      server then loads the new one); otherwise such a directory is refused.
+    on_read: called with (episodes, steps) as the data is read ahead.
+    on_built: called with a `BuildProgress` as blocks are written.
+
+  Returns:
+    A `BuildResult`: the checkpoint's path, what it holds, what the checks
+    left out or warned of (also issued as `CapacityWarning`s).
+
+  Raises:
+    ValueError: a setting `PushOptions` or `on_invalid` refuses, steps that
+      do not convert (`StepSpecError`); before writing.
+    RldsReverbError: before writing: `TableOptionsError`, `ImageFieldError`,
+      `DataReadError`, `MalformedEpisodeError`; `CheckpointWriteError`: the
+      directory holds a checkpoint (and not `append`), cannot be written, or
+      a write failed (the new checkpoint is removed).
+    KeyboardInterrupt: Ctrl-C; the unfinished checkpoint is removed.
+  """
+  options = push_options.of(
+      options, sequence_length=sequence_length, stride_length=stride_length,
+      priority=priority, end_of_episode=end_of_episode,
+      chunk_length=chunk_length, strict=strict, images=images,
+      image_format=image_format, image_fields=image_fields)
+  job = CheckedBuild(rlds_data, tables, options, _on_invalid(on_invalid),
+                     policy_info_fn=policy_info_fn)
+  writer_lib.check_root(directory, append)
+  _warn(job.check(on_read))
+  return job.write(directory, append=append, on_built=on_built)
+
+
+def build_nstep_checkpoint(
+    rlds_data: tf.data.Dataset,
+    directory: str,
+    tables: TablesLike,
+    *,
+    n: int,
+    discount: float,
+    priority: float = 1.0,
+    chunk_length: push_options.ChunkLength = None,
+    strict: bool = False,
+    images: str = 'raw',
+    image_format: str = 'png',
+    image_fields: Optional[Sequence[str]] = None,
+    options: Optional[PushOptions] = None,
+    append: bool = False,
+    on_built: Optional[Callable[[BuildProgress], None]] = None,
+) -> BuildResult:
+  """A checkpoint of one item per n-step transition: the items
+  `push_nstep_transitions` writes (its settings; `build_checkpoint`'s
+  directory, tables and append). The data is read once: a table whose
+  max_size the transitions pass fails the build (`CheckpointWriteError`,
+  nothing left), as what to leave out is not known ahead.
+  """
+  options = push_options.of(
+      options, priority=priority, chunk_length=chunk_length, strict=strict,
+      images=images, image_format=image_format, image_fields=image_fields)
+  from rlds_reverb import checked_push  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  checked_push._check_nstep_options(options)  # pylint: disable=protected-access
+  nstep.check_parameters(n, discount)
+  job = CheckedBuild(rlds_data, tables, options, OnInvalid.RAISE,
+                     nstep=(n, discount))
+  writer_lib.check_root(directory, append)
+  job.check()
+  return job.write(directory, append=append, on_built=on_built)
+
+
+def _on_invalid(value: Union[str, OnInvalid]) -> OnInvalid:
+  on_invalid = OnInvalid(value)
+  if on_invalid is OnInvalid.STOP:
+    raise ValueError(
+        "on_invalid='stop' writes the episodes before a malformed one; a "
+        "build is all or nothing: use 'raise' or 'skip'.")
+  return on_invalid
+
+
+def _warn(plan: BuildPlan) -> None:
+  for message in plan.warnings:
+    category = (ShortEpisodesWarning if message == plan.short_episodes
+                else CapacityWarning)
+    warnings.warn(message, category, stacklevel=3)
+
+
+def table_options(tables: TablesLike) -> Tuple[tables_lib.TableOptions, ...]:
+  """`tables` as TableOptions: a name is `TableOptions(name)`."""
+  if isinstance(tables, (str, tables_lib.TableOptions)):
+    tables = [tables]
+  made = tuple(tables_lib.TableOptions(t) if isinstance(t, str) else t
+               for t in tables)
+  for options in made:
+    if not isinstance(options, tables_lib.TableOptions):
+      raise TypeError(f'tables: a name or rlds_reverb.tables.TableOptions, '
+                      f'or a sequence of them; got {options!r}.')
+  names = [options.name for options in made]
+  if not names or len(set(names)) != len(names):
+    raise ValueError(f'tables: at least one, each name once; got {names}.')
+  return made
+
+
+class CheckedBuild:
+  """One build: `check()` reads ahead and decides, `write()` builds."""
+
+  def __init__(self, rlds_data: tf.data.Dataset, tables: TablesLike,
+               options: PushOptions = PushOptions(),
+               on_invalid: OnInvalid = OnInvalid.RAISE, *,
+               policy_info_fn: Optional[fields.PolicyInfoFn] = None,
+               nstep: Optional[Tuple[int, float]] = None):  # pylint: disable=redefined-outer-name
+    self._tables = table_options(tables)
+    for table in self._tables:
+      tables_lib.check(table)
+    self._data, self._encoding = encoded.prepare(rlds_data,
+                                                 options.image_storage)
+    self._options = options
+    self._on_invalid = on_invalid
+    self._policy_info_fn = policy_info_fn
+    self._nstep = nstep
+    self._plan: Optional[BuildPlan] = None
+
+  @property
+  def item_plan(self):
+    if self._nstep is not None:
+      return items_lib.TransitionItems()
+    return items_lib.SequenceItems.of(self._options)
+
+  def check(self, on_read: Optional[Callable[[int, int], None]] = None
+            ) -> BuildPlan:
+    """Everything before writing; raises if the build must not start."""
+    try:
+      return self._check(on_read)
+    except KeyboardInterrupt as e:
+      e.add_note('Nothing was written.')
+      raise
+
+  def _check(self, on_read) -> BuildPlan:
+    step_format = specs.step_format(self._data, self._options.strict)
+    if self._encoding is not None:
+      step_format = self._encoding.named(step_format)
+    if self._nstep is not None:
+      spec = nstep.transition_spec(step_format.spec)
+      signature = spec
+    else:
+      spec = specs.trajectory_spec(step_format.spec, self._policy_info_fn)
+      signature = specs.table_signature(spec)
+    settings = tuple(tables_lib.settings(table, signature)
+                     for table in self._tables)
+    # The plan checks chunk_length against the columns, before any read.
+    plan_lib.Plan(spec, self.item_plan, self.names, self._options.priority,
+                  self._options.chunk_length)
+    plan = BuildPlan(spec, settings, notes=tuple(step_format.notes()))
+    if self._nstep is None:
+      plan = self._read_ahead(plan, on_read)
+    self._plan = plan
+    return plan
+
+  @property
+  def names(self) -> List[str]:
+    return [table.name for table in self._tables]
+
+  def _read_ahead(self, plan: BuildPlan, on_read) -> BuildPlan:
+    """The checks of push's read-ahead, and what max_size leaves out."""
+    try:
+      report = validation.validate(self._data, on_read=on_read,
+                                   frames=self._frames_to_check())
+    except tf.errors.OpError as e:
+      raise DataReadError(
+          f'Cannot read the data: {e.message.splitlines()[0]}; nothing was '
+          f'written.') from e
+    malformed = report.malformed_episodes
+    if malformed and self._on_invalid is OnInvalid.RAISE:
+      raise malformed_error(report.problems[0], len(malformed))
+    skipped = _skipped(report)
+    left_out = {episode.position for episode in skipped}
+    item_plan = self.item_plan
+    kept = [length for position, length in enumerate(report.lengths)
+            if position not in left_out]
+    items_of = [len(item_plan.plan(length).item_ends) for length in kept]
+    plan = dataclasses.replace(plan, skipped=skipped, items=sum(items_of))
+    short = None
+    if kept and not all(items_of):
+      short = short_episodes_text(
+          items_of.count(0), len(kept), max(kept),
+          self._options.sequence_length)
+    texts = _capacity_warnings(plan) + ((short,) if short else ())
+    return dataclasses.replace(plan, warnings=texts, short_episodes=short)
+
+  def _frames_to_check(self):
+    """Fields stored as the source's own bytes: their headers are checked
+    ahead (frames encoded here fit by construction)."""
+    if self._encoding is None:
+      return None
+    return {path: image for path, image in self._encoding.images.items()
+            if path not in self._encoding.at_push}
+
+  def write(self, directory: str, *, append: bool = False,
+            on_built: Optional[Callable[[BuildProgress], None]] = None
+            ) -> BuildResult:
+    """Builds the checkpoint `check` planned; returns what it holds."""
+    plan = self._plan or self.check()
+    started = time.perf_counter()
+    writer = writer_lib.CheckpointWriter(directory, plan.settings,
+                                         append=append)
+    try:
+      with writer:
+        sink = EvictingSink(writer, {name: plan.evicted(name)
+                                     for name in self.names})
+        built = self._build(plan, sink, on_built)
+        path = writer.close(sink.counts(built.items))
+    except KeyboardInterrupt as e:
+      e.add_note(f'Nothing was written: the unfinished checkpoint '
+                 f'{writer.path} was removed.')
+      raise
+    size = sum(os.path.getsize(os.path.join(path, name))
+               for name in os.listdir(path))
+    evicted = tuple((name, plan.evicted(name)) for name in self.names
+                    if plan.evicted(name))
+    return BuildResult(
+        path=path, episodes=built.episodes, trajectories=built.steps,
+        items=built.items,
+        seconds=time.perf_counter() - started, bytes=size, evicted=evicted,
+        skipped_episodes=len(plan.skipped), skipped=plan.skipped,
+        warnings=plan.warnings, notes=plan.notes)
+
+  def _build(self, plan: BuildPlan, sink, on_built) -> BuildProgress:
+    data = whole_reads.whole(self._data)
+    data = validation.without_episodes(
+        data, [episode.position for episode in plan.skipped])
+    positions = _kept_positions(plan.skipped)
+    if self._nstep is not None:
+      blocks = nstep.nstep_transition_blocks(data, *self._nstep,
+                                             self._options.strict)
+      blocks = blocks.map(_flat_transitions)
+    else:
+      blocks = _trajectory_blocks(data, self._policy_info_fn,
+                                  self._options.strict)
+      blocks = blocks.map(_flat_trajectory)
+    planner = plan_lib.Plan(plan.spec, self.item_plan, self.names,
+                            self._options.priority, self._options.chunk_length)
+    return plan_blocks(_numpy(blocks), planner, sink, positions, on_built)
+
+
+class EvictingSink:
+  """Passes planned chunks and items to `writer`, leaving out the first
+  `evicted[table]` items of each table: what a full FIFO table removes."""
+
+  def __init__(self, writer, evicted: Dict[str, int]):
+    self._writer = writer
+    self._to_leave_out = dict(evicted)
+    self._evicted = dict(evicted)
+
+  def add_chunks(self, chunks: messages.Chunks) -> None:
+    self._writer.add_chunks(chunks)
+
+  def add_items(self, table: str, items: messages.Items) -> None:
+    leave_out = min(self._to_leave_out.get(table, 0), len(items))
+    if leave_out:
+      self._to_leave_out[table] -= leave_out
+      items = messages.item_part(items, leave_out, len(items))
+    if len(items):
+      self._writer.add_items(table, items)
+
+  @property
+  def bytes(self) -> int:
+    return sum(self._writer.sizes.values())
+
+  def counts(self, items: int) -> Dict[str, table_settings.TableCounts]:
+    """Per table: `items` inserted, those left out deleted."""
+    return {table: table_settings.TableCounts(inserted=items, deleted=evicted)
+            for table, evicted in self._evicted.items()}
+
+
+def plan_blocks(blocks: Iterable[Tuple[int, Sequence[Any]]],
+                planner: plan_lib.Plan, sink,
+                positions: Optional[Callable[[int], int]] = None,
+                on_built: Optional[Callable[[BuildProgress], None]] = None
+                ) -> BuildProgress:
+  """Plans each converted episode, (its index, its rows: the item spec's
+  leaves flattened, each [T, ...], numpy), and writes what the plan
+  completes to `sink` (`add_chunks`, `add_items`).
+
+  `positions(i)`: the position in the whole data of the i-th episode, for
+  messages. Returns what was planned (every item written to `sink`).
+  """
+  steps = 0
+  positions = positions or (lambda index: index)
+  for index, rows in blocks:
+    steps += len(rows[0])
+    done = planner.add(rows, positions(int(index)))
+    _write(sink, done, planner, steps, on_built)
+  _write(sink, planner.close(), planner, steps, on_built)
+  return BuildProgress(planner.episodes, steps, planner.items,
+                       getattr(sink, 'bytes', 0))
+
+
+def _write(sink, done: List[plan_lib.Planned], planner: plan_lib.Plan,
+           steps: int, on_built) -> None:
+  for planned in done:
+    plan_lib.write(sink, planned)
+  if done and on_built is not None:
+    on_built(BuildProgress(planner.episodes, steps, planner.items,
+                           getattr(sink, 'bytes', 0)))
+
+
+def _trajectory_blocks(data, policy_info_fn, strict) -> tf.data.Dataset:
+  from rlds_reverb import convert  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  return convert.trajectory_blocks(data, policy_info_fn, strict)
+
+
+def _flat_trajectory(block):
+  """(episode index, the trajectory's leaves): tf.data packs a flat tuple
+  per element far faster than a nest of namedtuples and dicts (~1 ms an
+  episode here), and the plan takes leaves."""
+  return block.episode_index, tuple(tf.nest.flatten(block.trajectory))
+
+
+def _flat_transitions(block):
+  return block.episode_index, tuple(tf.nest.flatten(block.transitions))
+
+
+def _numpy(blocks: tf.data.Dataset):
+  """Two blocks prefetched, autotuning off (as push's `_fixed_pipeline`)."""
+  options = tf.data.Options()
+  options.autotune.enabled = False
+  return blocks.prefetch(2).with_options(options).as_numpy_iterator()
+
+
+def _kept_positions(skipped: Tuple[SkippedEpisode, ...]
+                    ) -> Callable[[int], int]:
+  """The position in the whole data of the i-th episode built."""
+  left_out = sorted(episode.position for episode in skipped)
+  return functools.partial(_position_after, left_out)
+
+
+def _position_after(left_out: List[int], index: int) -> int:
+  position = index
+  for skipped_position in left_out:
+    if skipped_position <= position:
+      position += 1
+  return position
+
+
+def _skipped(report: validation.Report) -> Tuple[SkippedEpisode, ...]:
+  first_problems = {}
+  for problem in report.problems:
+    first_problems.setdefault(problem.episode, problem)
+  flagged, empty = set(report.flagged_invalid), set(report.empty_episodes)
+  return tuple(
+      skipped_episode(position, first_problems.get(position),
+                      position in flagged)
+      for position in sorted(set(first_problems) | flagged | empty))
+
+
+def _capacity_warnings(plan: BuildPlan) -> Tuple[str, ...]:
+  """What a server would evict (max_size), and a table that would not
+  sample at once (fewer items than its min_size)."""
+  texts = []
+  for settings in plan.settings:
+    evicted = plan.evicted(settings.name)
+    if evicted:
+      texts.append(
+          f"table '{settings.name}' holds at most "
+          f"{wording.count(settings.max_size, 'item')}; this build makes "
+          f'{wording.number(plan.items)}, so the checkpoint keeps the newest '
+          f'{wording.number(settings.max_size)} and counts '
+          f'{wording.number(evicted)} of the oldest as removed, as a push '
+          f'into a {settings.remover.kind} remover table would '
+          f'{_remover_note(settings.remover.kind)}')
+    min_size = settings.rate_limits.min_size_to_sample
+    if plan.items is not None and plan.items < min_size:
+      texts.append(
+          f"table '{settings.name}' samples once it holds "
+          f"{wording.count(min_size, 'item')} (min_size); this build makes "
+          f'{wording.number(plan.items)}: a server loading it waits for '
+          f'more inserts before it samples.')
+  return tuple(texts)
+
+
+def _remover_note(kind: str) -> str:
+  if kind == 'fifo':
+    return 'leave it.'
+  return (f'not: a {kind} remover would have removed other items (the '
+          f'checkpoint keeps the newest).')
