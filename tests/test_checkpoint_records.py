@@ -153,6 +153,30 @@ def test_string_tensors_are_tensorflows_encoding_and_counted_as_reverb_does():
   assert chunk.data_uncompressed_size == 6 * 24 + 203 + 24
 
 
+def test_string_tensors_of_many_chunks_hold_their_own_rows():
+  values = np.array([[f'{row}-{column}' * row, b'x' * column * 200]
+                     for row in range(7) for column in (1, 0)],
+                    dtype=object).reshape(7, 2, 2)
+  chunks = messages.Chunks(
+      keys=np.array([1, 2, 3], np.uint64),
+      episodes=np.array([3, 3, 4], np.uint64), steps=np.array([0, 1, 0]),
+      row_starts=np.array([0, 1, 4]), lengths=np.array([1, 3, 3]),
+      tensors=(values,))
+
+  parsed = [schema_pb2.ChunkData.FromString(record) for record in
+            serialized(messages.chunk_messages(chunks))]
+
+  for chunk, start, length in zip(parsed, [0, 1, 4], [1, 3, 3]):
+    rows = values[start:start + length]
+    assert tf.io.parse_tensor(
+        chunk.data.tensors[0].SerializeToString(),
+        tf.string).numpy().tolist() == np.vectorize(
+            lambda v: v.encode() if isinstance(v, str) else v,
+            otypes=[object])(rows).tolist()
+    assert chunk.data_uncompressed_size == 24 * rows.size + sum(
+        len(v) for v in rows.ravel())
+
+
 @pytest.fixture(scope='module')
 def server_checkpoint(tmp_path_factory):
   """A checkpoint a server wrote: multi-tensor, delta-encoded chunks holding
