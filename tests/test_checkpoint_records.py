@@ -318,6 +318,32 @@ def test_record_files_are_read_by_tensorflow_which_checks_every_crc(
     list(tf.data.TFRecordDataset(path, compression_type='ZLIB'))
 
 
+@pytest.mark.parametrize('sizes', [[], [0], [1, 5, 300], [70_000, 3],
+                                   [65_535 - 16, 65_536, 200_000]])
+def test_stored_files_are_zlib_streams_tensorflow_reads(tmp_path, sizes):
+  # The default level writes its own stored deflate blocks (64 KB at most):
+  # records across block edges, and none at all.
+  path = os.fspath(tmp_path / 'x.tfrecord')
+  payloads = [os.urandom(n) for n in sizes]
+  file = record_writer.RecordWriter(path)
+  file.write_records(payloads)
+  file.write_records(payloads[:1])
+  file.close()
+
+  read = [r.numpy() for r in tf.data.TFRecordDataset(
+      path, compression_type='ZLIB')]
+
+  assert read == payloads + payloads[:1] == list(records.read_records(path))
+  import zlib  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  with open(path, 'rb') as f:
+    stored = f.read()
+  framed = b''.join(
+      record_writer.framed(serialize.Messages(len(p)).serialized(p))[0]
+      .tobytes() for p in (payloads, payloads[:1]))
+  assert zlib.decompress(stored) == framed
+  assert file.bytes == len(stored)
+
+
 def test_lengths_crcs_equal_the_records_crc32c():
   import google_crc32c  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   values = np.array(EDGES + [123_456_789], np.uint64)
