@@ -160,13 +160,13 @@ def test_string_tensors_of_many_chunks_hold_their_own_rows():
   chunks = messages.Chunks(
       keys=np.array([1, 2, 3], np.uint64),
       episodes=np.array([3, 3, 4], np.uint64), steps=np.array([0, 1, 0]),
-      row_starts=np.array([0, 1, 4]), lengths=np.array([1, 3, 3]),
-      tensors=(values,))
+      row_starts=np.array([1, 2, 5]), lengths=np.array([1, 3, 2]),
+      tensors=(values,))  # Rows 0 and 6 in no chunk.
 
   parsed = [schema_pb2.ChunkData.FromString(record) for record in
             serialized(messages.chunk_messages(chunks))]
 
-  for chunk, start, length in zip(parsed, [0, 1, 4], [1, 3, 3]):
+  for chunk, start, length in zip(parsed, [1, 2, 5], [1, 3, 2]):
     rows = values[start:start + length]
     assert tf.io.parse_tensor(
         chunk.data.tensors[0].SerializeToString(),
