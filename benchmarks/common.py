@@ -332,6 +332,12 @@ class ServerProcess:
     self.address = f'localhost:{self.port}'
     self.client = reverb.Client(self.address)
 
+  def rss_bytes(self) -> int:
+    """Resident memory of the server's process, once it settles: items
+    arrive asynchronously, so a second after the last write."""
+    time.sleep(1.0)
+    return proc_status_bytes('VmRSS', self.process.pid)
+
   def stop(self) -> None:
     self._connection.send('stop')
     self.process.join(timeout=60)

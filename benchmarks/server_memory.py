@@ -98,11 +98,6 @@ class ServerProcess(common.ServerProcess):
     self._checkpoints = tempfile.mkdtemp(prefix='server_memory_')
     super().__init__(TABLE, signature, 10**8, self._checkpoints)
 
-  def rss_bytes(self) -> int:
-    """Resident memory after the server settles (items arrive async)."""
-    time.sleep(1.0)
-    return common.proc_status_bytes('VmRSS', self.process.pid)
-
   def checkpoint_bytes(self) -> int:
     path = self.client.checkpoint()
     return sum(entry.stat().st_size for entry in os.scandir(path))

@@ -153,6 +153,30 @@ def test_string_tensors_are_tensorflows_encoding_and_counted_as_reverb_does():
   assert chunk.data_uncompressed_size == 6 * 24 + 203 + 24
 
 
+def test_string_tensors_of_many_chunks_hold_their_own_rows():
+  values = np.array([[f'{row}-{column}' * row, b'x' * column * 200]
+                     for row in range(7) for column in (1, 0)],
+                    dtype=object).reshape(7, 2, 2)
+  chunks = messages.Chunks(
+      keys=np.array([1, 2, 3], np.uint64),
+      episodes=np.array([3, 3, 4], np.uint64), steps=np.array([0, 1, 0]),
+      row_starts=np.array([1, 2, 5]), lengths=np.array([1, 3, 2]),
+      tensors=(values,))  # Rows 0 and 6 in no chunk.
+
+  parsed = [schema_pb2.ChunkData.FromString(record) for record in
+            serialized(messages.chunk_messages(chunks))]
+
+  for chunk, start, length in zip(parsed, [1, 2, 5], [1, 3, 2]):
+    rows = values[start:start + length]
+    assert tf.io.parse_tensor(
+        chunk.data.tensors[0].SerializeToString(),
+        tf.string).numpy().tolist() == np.vectorize(
+            lambda v: v.encode() if isinstance(v, str) else v,
+            otypes=[object])(rows).tolist()
+    assert chunk.data_uncompressed_size == 24 * rows.size + sum(
+        len(v) for v in rows.ravel())
+
+
 @pytest.fixture(scope='module')
 def server_checkpoint(tmp_path_factory):
   """A checkpoint a server wrote: multi-tensor, delta-encoded chunks holding
@@ -292,6 +316,32 @@ def test_record_files_are_read_by_tensorflow_which_checks_every_crc(
     f.write(zlib.compress(bytes(data)))
   with pytest.raises(tf.errors.DataLossError, match='corrupted record'):
     list(tf.data.TFRecordDataset(path, compression_type='ZLIB'))
+
+
+@pytest.mark.parametrize('sizes', [[], [0], [1, 5, 300], [70_000, 3],
+                                   [65_535 - 16, 65_536, 200_000]])
+def test_stored_files_are_zlib_streams_tensorflow_reads(tmp_path, sizes):
+  # The default level writes its own stored deflate blocks (64 KB at most):
+  # records across block edges, and none at all.
+  path = os.fspath(tmp_path / 'x.tfrecord')
+  payloads = [os.urandom(n) for n in sizes]
+  file = record_writer.RecordWriter(path)
+  file.write_records(payloads)
+  file.write_records(payloads[:1])
+  file.close()
+
+  read = [r.numpy() for r in tf.data.TFRecordDataset(
+      path, compression_type='ZLIB')]
+
+  assert read == payloads + payloads[:1] == list(records.read_records(path))
+  import zlib  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  with open(path, 'rb') as f:
+    stored = f.read()
+  framed = b''.join(
+      record_writer.framed(serialize.Messages(len(p)).serialized(p))[0]
+      .tobytes() for p in (payloads, payloads[:1]))
+  assert zlib.decompress(stored) == framed
+  assert file.bytes == len(stored)
 
 
 def test_lengths_crcs_equal_the_records_crc32c():

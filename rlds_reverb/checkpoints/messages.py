@@ -178,9 +178,7 @@ def _encoded(values: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
               else tensors_lib.stored_rows)
     return (encode(values, starts.tolist(), lengths.tolist(), delta_encoded),
             lengths * (values[:1].nbytes if len(values) else 0))
-  rows = [values[s:s + n] for s, n in zip(starts.tolist(), lengths.tolist())]
-  return ([tensors_lib.string_content(r) for r in rows],
-          np.array([tensors_lib.string_bytes(r) for r in rows], np.int64))
+  return tensors_lib.string_rows(values, starts, lengths)
 
 
 def _check_chunks(chunks: Chunks) -> None:

@@ -160,18 +160,21 @@ class Plan:
         np.array([e.length for e in episodes], np.int64) - 1,
         [len(e.ends) for e in episodes])
     cuts = self._forced_cuts(ends, segment_starts, segment_rows)
-    chunk_runs = [self._column_chunks(length, segment_starts, segment_rows,
-                                      cuts[c], starts, ends)
-                  for c, length in enumerate(self.chunk_lengths)]
+    layouts = _made_once(
+        [(length, tuple(cuts[c])) for c, length in enumerate(
+            self.chunk_lengths)],
+        lambda key: _chunk_layout(key[0], segment_starts, segment_rows,
+                                  key[1], starts, ends))
+    keys = [self._keys.take(len(layout.starts)) for layout in layouts]
     episode_ids = self._keys.take(len(segments))
     chunks = []
-    for values, (chunk_starts, chunk_lengths, segment, keys) in zip(
-        rows, chunk_runs):
+    for values, layout, column_keys in zip(rows, layouts, keys):
       chunks.append(messages.Chunks(
-          keys=keys, episodes=episode_ids[segment],
-          steps=chunk_starts - segment_starts[segment],
-          row_starts=chunk_starts, lengths=chunk_lengths, tensors=(values,)))
-    items = self._items(starts, ends, chunk_runs)
+          keys=column_keys, episodes=episode_ids[layout.segments],
+          steps=layout.starts - segment_starts[layout.segments],
+          row_starts=layout.starts, lengths=layout.lengths,
+          tensors=(values,)))
+    items = self._items(starts, ends, layouts, keys)
     return Planned(chunks, items)
 
   def _forced_cuts(self, ends, segment_starts, segment_rows
@@ -227,76 +230,121 @@ class Plan:
       open_rows[:at + 1] = 0
       keep[:at + 1] = 0
 
-  def _column_chunks(self, length, segment_starts, segment_rows,
-                     cuts, starts, ends):
-    """(first rows, lengths, segments, keys) of the chunks of one column
-    (`length` rows, cut after `cuts`) that items reference."""
-    total = segment_starts[-1] + segment_rows[-1]
-    # Runs of chunks: from each segment's start and after each cut.
-    run_starts = np.unique(np.concatenate(
-        [segment_starts, np.array(cuts, np.int64) + 1]))
-    run_starts = run_starts[run_starts < total]
-    run_ends = np.append(run_starts[1:], total)
-    counts = -(-(run_ends - run_starts) // length)
-    run = np.repeat(np.arange(len(counts)), counts)
-    within = np.arange(len(run)) - np.repeat(np.cumsum(counts) - counts,
-                                             counts)
-    chunk_starts = run_starts[run] + within * length
-    chunk_ends = np.minimum(chunk_starts + length, run_ends[run])
-    # Referenced: the item ending first at or after a chunk's first row
-    # starts at or before its last row.
-    first_item = np.searchsorted(ends, chunk_starts)
-    used = first_item < len(ends)
-    used[used] = starts[first_item[used]] < chunk_ends[used]
-    chunk_starts, chunk_ends = chunk_starts[used], chunk_ends[used]
-    segment = np.searchsorted(segment_starts, chunk_starts, side='right') - 1
-    return (chunk_starts, chunk_ends - chunk_starts, segment,
-            self._keys.take(len(chunk_starts)))
+  def _items(self, starts, ends, layouts: List['_ChunkLayout'],
+             keys: List[np.ndarray]) -> Dict[str, messages.Items]:
+    """Per table, the items ending at `ends` (rows `starts` to `ends`), of
+    columns chunked as `layouts` say, chunk i of column c keyed keys[c][i].
 
-  def _items(self, starts, ends, chunk_runs) -> Dict[str, messages.Items]:
-    """Per table, the items ending at `ends` (rows `starts` to `ends`)."""
-    count, width = len(ends), len(chunk_runs)
-    counts = np.empty((count, width), np.int64)
-    per_column = []
-    for column, (chunk_starts, chunk_lengths, _, keys) in enumerate(
-        chunk_runs):
-      first = np.searchsorted(chunk_starts, starts, side='right') - 1
-      last = np.searchsorted(chunk_starts, ends, side='right') - 1
-      counts[:, column] = last - first + 1
-      per_column.append((first, chunk_starts, chunk_lengths, keys))
+    Columns of one layout (mostly all of them) take the same slices: those
+    are found once per layout (`_slices`), then placed per column.
+    """
+    count, width = len(ends), len(layouts)
+    slices = _made_once(layouts, lambda layout: _slices(layout, starts, ends))
+    counts = np.column_stack([s.counts for s in slices])  # [items, columns]
     flat_counts = counts.ravel()
     slice_at = np.cumsum(flat_counts) - flat_counts  # Per (item, column).
-    total = int(flat_counts.sum())
+    total = int(slice_at[-1] + flat_counts[-1]) if count else 0
     chunk_keys = np.empty(total, np.uint64)
     offsets = np.empty(total, np.int64)
     lengths = np.empty(total, np.int64)
-    for column, (first, chunk_starts, chunk_lengths, keys) in enumerate(
-        per_column):
-      column_counts = counts[:, column]
-      item = np.repeat(np.arange(count), column_counts)
-      within = np.arange(len(item)) - np.repeat(
-          np.cumsum(column_counts) - column_counts, column_counts)
-      chunk = first[item] + within
-      begin = np.maximum(starts[item], chunk_starts[chunk])
-      end = np.minimum(ends[item] + 1,
-                       chunk_starts[chunk] + chunk_lengths[chunk])
-      place = slice_at[item * width + column] + within
-      chunk_keys[place] = keys[chunk]
-      offsets[place] = begin - chunk_starts[chunk]
-      lengths[place] = end - begin
+    for column, (taken, column_keys) in enumerate(zip(slices, keys)):
+      place = taken.within + slice_at[taken.item * width + column]
+      chunk_keys[place] = column_keys[taken.chunk]
+      offsets[place] = taken.offsets
+      lengths[place] = taken.lengths
     num_tables = len(self._tables)
-    keys = self._keys.take(count * num_tables).reshape(count, num_tables)
+    item_keys = self._keys.take(count * num_tables).reshape(count, num_tables)
     times = self._time + np.arange(count * num_tables,
                                    dtype=np.int64).reshape(count, num_tables)
     self._time += count * num_tables
     self.items += count
     squeeze = np.full(width, bool(self._plan.squeeze))
     return {table: messages.Items(
-        keys=keys[:, t], priorities=np.full(count, self._priority),
+        keys=item_keys[:, t], priorities=np.full(count, self._priority),
         times=times[:, t], num_columns=width, slice_counts=flat_counts,
         chunk_keys=chunk_keys, offsets=offsets, lengths=lengths,
         indexes=np.zeros(total, np.int64), squeeze=squeeze)
             for t, table in enumerate(self._tables)}
+
+
+@dataclasses.dataclass(frozen=True, eq=False)  # Hashed by identity.
+class _ChunkLayout:
+  """The chunks of a column that items reference: first rows, lengths, and
+  segments (Reverb episodes). Columns of one chunk length and the same
+  forced cuts share one."""
+  starts: np.ndarray
+  lengths: np.ndarray
+  segments: np.ndarray
+
+
+def _made_once(keys: Sequence[Any], make) -> List[Any]:
+  """[make(key) for key in keys], made once per distinct key: columns
+  mostly share their chunk length, so their chunks and their slices."""
+  made = {}
+  for key in keys:
+    if key not in made:
+      made[key] = make(key)
+  return [made[key] for key in keys]
+
+
+def _chunk_layout(length, segment_starts, segment_rows, cuts, starts,
+                  ends) -> _ChunkLayout:
+  """The chunks (`length` rows, cut after `cuts`) that items reference."""
+  total = segment_starts[-1] + segment_rows[-1]
+  # Runs of chunks: from each segment's start and after each cut.
+  run_starts = np.unique(np.concatenate(
+      [segment_starts, np.array(cuts, np.int64) + 1]))
+  run_starts = run_starts[run_starts < total]
+  run_ends = np.append(run_starts[1:], total)
+  counts = -(-(run_ends - run_starts) // length)
+  run = np.repeat(np.arange(len(counts)), counts)
+  within = np.arange(len(run)) - np.repeat(np.cumsum(counts) - counts,
+                                           counts)
+  chunk_starts = run_starts[run] + within * length
+  chunk_ends = np.minimum(chunk_starts + length, run_ends[run])
+  # Referenced: the item ending first at or after a chunk's first row
+  # starts at or before its last row.
+  first_item = np.searchsorted(ends, chunk_starts)
+  used = first_item < len(ends)
+  used[used] = starts[first_item[used]] < chunk_ends[used]
+  chunk_starts, chunk_ends = chunk_starts[used], chunk_ends[used]
+  segment = np.searchsorted(segment_starts, chunk_starts, side='right') - 1
+  return _ChunkLayout(chunk_starts, chunk_ends - chunk_starts, segment)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Slices:
+  """The chunk slices of items in one chunk layout: per item its count; per
+  slice (item by item) its item, place among the item's, chunk, first row
+  in the chunk and rows."""
+  counts: np.ndarray
+  item: np.ndarray
+  within: np.ndarray
+  chunk: np.ndarray
+  offsets: np.ndarray
+  lengths: np.ndarray
+
+
+def _slices(layout: _ChunkLayout, starts, ends) -> _Slices:
+  """The slices of items of rows `starts` to `ends`: one each, mostly (a
+  2-step item straddles chunks once per chunk length)."""
+  first = np.searchsorted(layout.starts, starts, side='right') - 1
+  last = np.searchsorted(layout.starts, ends, side='right') - 1
+  counts = last - first + 1
+  if not len(counts) or counts.max() == 1:
+    item = np.arange(len(counts))
+    within = np.zeros(len(counts), np.int64)
+    chunk = first
+  else:
+    item = np.repeat(np.arange(len(counts)), counts)
+    within = np.arange(len(item)) - np.repeat(np.cumsum(counts) - counts,
+                                              counts)
+    chunk = first[item] + within
+  chunk_starts = layout.starts[chunk]
+  begin = np.maximum(starts[item], chunk_starts)
+  end = np.minimum(ends[item] + 1, chunk_starts + layout.lengths[chunk])
+  return _Slices(counts, item, within, chunk, begin - chunk_starts,
+                 end - begin)
 
 
 def write(checkpoint: writer_lib.CheckpointWriter, planned: Planned) -> None:

@@ -19,7 +19,7 @@ as TensorFlow counts them (`Tensor::TotalBytes`: a string costs 24 bytes
 plus its length).
 """
 
-from typing import Dict, List, Sequence
+from typing import Dict, List, Sequence, Tuple
 
 import cramjam
 import numpy as np
@@ -205,6 +205,47 @@ def _deltas(values: np.ndarray, starts: Sequence[int]) -> np.ndarray:
   starts = np.asarray(starts, np.int64)
   deltas[starts] = unsigned[starts]
   return deltas.view(values.dtype)
+
+
+def string_rows(values: np.ndarray, starts: Sequence[int],
+                lengths: Sequence[int]) -> Tuple[List[bytes], np.ndarray]:
+  """Per chunk c, rows [starts[c], starts[c] + lengths[c]) of a string
+  array: its `tensor_content` (as `string_content`) and its
+  `Tensor::TotalBytes` (as `string_bytes`).
+
+  Every chunk at once: the strings' lengths and their varints are found in
+  one pass over the chunks' rows (only theirs: a writer gives a block's
+  whole column with each batch of its chunks), and each chunk's content is
+  one join of its varints and strings (`string_content` per chunk: ~90 us
+  for two encoded frames, most of it the varints of two lengths).
+  """
+  starts = np.asarray(starts, np.int64)
+  lengths = np.asarray(lengths, np.int64)
+  if len(starts):  # Only the rows of these chunks (a part of a block's).
+    first_row = int(starts.min())
+    values = values[first_row:int((starts + lengths).max())]
+    starts = starts - first_row
+  per_row = int(np.prod(values.shape[1:], dtype=np.int64))
+  items = list(map(_as_bytes, values.reshape(-1).tolist()))
+  sizes = np.fromiter(map(len, items), np.int64, len(items))
+  varint_sizes = wire.varint_lengths(sizes.astype(np.uint64))
+  varint_ends = np.cumsum(varint_sizes)
+  varints = np.empty(int(varint_ends[-1]) if len(items) else 0, np.uint8)
+  wire.put_varints(varints, varint_ends - varint_sizes,
+                   sizes.astype(np.uint64), varint_sizes)
+  varints = memoryview(varints)
+  varint_starts = (varint_ends - varint_sizes).tolist()
+  varint_ends_list = varint_ends.tolist()
+  firsts = starts * per_row
+  lasts = firsts + lengths * per_row  # Exclusive.
+  contents = [
+      b''.join([varints[varint_starts[first]:varint_ends_list[last - 1]]] +
+               items[first:last]) if last > first else b''
+      for first, last in zip(firsts.tolist(), lasts.tolist())]
+  string_ends = np.concatenate([[0], np.cumsum(sizes)])
+  totals = (STRING_BYTES * (lasts - firsts) + string_ends[lasts] -
+            string_ends[firsts])
+  return contents, totals
 
 
 def string_content(values: np.ndarray) -> bytes:
