@@ -39,6 +39,7 @@ EXPORTED = [
     'BuildProgress',
     'mixed_replay',
     'mixed_replay_tables',
+    'replay_mixture',
     'check_port_free',
     'RldsRecorder',
     'ImageEncoding',
