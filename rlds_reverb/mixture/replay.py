@@ -72,7 +72,9 @@ def replay_mixture(sources: Sequence[ReplayLike], weights,
       `'size'`: each table's current number of items, so that every item of
       every table is equally likely, read from the servers for the first
       batch and every `refresh_sizes_every` batches after (a table found
-      empty gets no rows until a later reading finds items in it).
+      empty gets no rows until a later reading finds items in it). Weights
+      are computed as tf.data builds each batch, which with prefetching
+      and parallel maps is a batch or a few ahead of its use.
     sample_batch_size: B, the rows per batch.
     num_steps: steps per item; the tables' items must have this length (as
       `push(sequence_length=num_steps)` and TF-Agents' observers write them).
