@@ -422,6 +422,22 @@ def test_bad_batch_size(servers, size):
       f'sample_batch_size must be a positive int, got {size!r}.')
 
 
+@pytest.mark.parametrize('allowed,shown', [([3], '3'), ([-1], '-1'),
+                                           (['1'], "'1'")])
+def test_bad_allow_removal(servers, allowed, shown):
+  with pytest.raises(rlds_reverb.MixedReplayError) as error:
+    rlds_reverb.replay_mixture(servers.pairs(), 'size', 4,
+                               allow_removal=allowed)
+  assert str(error.value) == (
+      f'allow_removal must hold source indices 0..2, got {shown}.')
+
+
+def test_numpy_weights(servers):
+  dataset = rlds_reverb.replay_mixture(servers.pairs(),
+                                       np.array([1.0, 1.0, 2.0]), 4)
+  assert counts_of(dataset, 2) == [[1, 1, 2]] * 2
+
+
 @pytest.mark.parametrize('every', [0, 1.5])
 def test_bad_refresh(servers, every):
   with pytest.raises(rlds_reverb.MixedReplayError) as error:

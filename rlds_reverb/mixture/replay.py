@@ -92,7 +92,8 @@ def replay_mixture(sources: Sequence[ReplayLike], weights,
       as long (`reading.ReplayBuffer`).
 
   Raises:
-    MixedReplayError: no sources; weights of the wrong form, negative, not
+    MixedReplayError: no sources; `allow_removal` not source indices;
+      weights of the wrong form, negative, not
       finite or summing to 0 (with `'size'`: every table empty; a schedule's
       value at `start_step` too, a later one fails that batch with
       `tf.errors.InvalidArgumentError` carrying the same text); a batch size
@@ -108,9 +109,10 @@ def replay_mixture(sources: Sequence[ReplayLike], weights,
   check_batch_size(sample_batch_size)
   weights_lib.check_form(weights, len(sources))
   check_refresh(refresh_sizes_every)
+  allowed = check_allowed(allow_removal, len(sources))
   names = [f'source {index}' for index in range(len(sources))]
   checked = sources_lib.as_sources(sources, names, num_steps, timeout)
-  sources_lib.check_keep(checked, set(allow_removal))
+  sources_lib.check_keep(checked, allowed)
   if weights_lib.is_size(weights):
     places = [(source.address, source.table) for source in checked]
     check_sizes(checked, places)
@@ -169,6 +171,19 @@ def check_refresh(refresh_sizes_every) -> None:
     raise MixedReplayError(
         f'refresh_sizes_every must be a positive int (batches), got '
         f'{refresh_sizes_every!r}.')
+
+
+def check_allowed(allow_removal, num_sources: int) -> set:
+  """`allow_removal` as a set of source indices, each in range."""
+  allowed = set(allow_removal)
+  wrong = sorted((index for index in allowed
+                  if isinstance(index, bool) or not isinstance(index, int)
+                  or not 0 <= index < num_sources), key=repr)
+  if wrong:
+    raise MixedReplayError(
+        f'allow_removal must hold source indices 0..{num_sources - 1}, got '
+        f'{wrong[0]!r}.')
+  return allowed
 
 
 def check_sizes(checked, places) -> None:

@@ -22,6 +22,8 @@ import numbers
 import time
 from typing import Callable, List, Sequence, Tuple
 
+import numpy as np
+
 from rlds_reverb.errors import MixedReplayError
 from rlds_reverb.write import server as server_lib
 
@@ -40,7 +42,8 @@ def check_form(weights, num_sources: int) -> None:
   """One number or schedule per source, or 'size'; numbers checked here."""
   if is_size(weights):
     return
-  if (isinstance(weights, (str, bytes)) or not isinstance(weights, Sequence)
+  if (isinstance(weights, (str, bytes))
+      or not isinstance(weights, (Sequence, np.ndarray))
       or len(weights) != num_sources):
     raise MixedReplayError(
         f'weights must be one number or schedule f(step) per source '
