@@ -29,6 +29,7 @@ differs between runs; how many come from each source does not.
 """
 
 import functools
+import math
 from typing import Callable, Collection, Iterator, List, Optional, Sequence
 
 import tensorflow as tf
@@ -85,7 +86,8 @@ def replay_mixture(sources: Sequence[ReplayLike], weights,
     allow_removal: indices of sources whose tables may remove items once
       sampled (an online queue). The others must keep them
       (`max_times_sampled` 0), or sampling would drain the dataset.
-    num_parallel_calls: passed to each buffer's `as_dataset`.
+    num_parallel_calls: for the sources' `as_dataset`s together: each gets
+      num_parallel_calls / N, at least 1 (None or AUTOTUNE: each its own).
     timeout: seconds to wait for a server's answer; with `'size'`, also how
       long every table may stay empty before the dataset fails. A table
       given as `(address, table)` that removes sampled items is waited for
@@ -122,7 +124,8 @@ def replay_mixture(sources: Sequence[ReplayLike], weights,
   counts = functools.partial(batch_counts, per_batch, len(checked),
                              sample_batch_size)
   return mixture_dataset([source.buffer for source in checked], counts,
-                         sample_batch_size, num_steps, num_parallel_calls)
+                         sample_batch_size, num_steps,
+                         per_source_calls(num_parallel_calls, len(checked)))
 
 
 def mixture_dataset(buffers: Sequence, counts: BatchCounts,
@@ -155,6 +158,16 @@ def batch_counts(per_batch: weights_lib.Weights, num_sources: int,
 def row_sources(counts: tf.Tensor) -> tf.Tensor:
   """int64[B]: counts[0] zeros, then counts[1] ones, ..."""
   return tf.repeat(tf.range(tf.size(counts, out_type=tf.int64)), counts)
+
+
+def per_source_calls(num_parallel_calls: Optional[int],
+                     num_sources: int) -> Optional[int]:
+  """The learner's parallel calls shared out among the sources: each
+  source's stream adds threads of its own, and more threads cost the learner
+  CPU per item (`sources` says the same of streams)."""
+  if not num_parallel_calls or num_parallel_calls < 0:  # None, AUTOTUNE.
+    return num_parallel_calls
+  return max(1, math.ceil(num_parallel_calls / num_sources))
 
 
 def check_batch_size(sample_batch_size) -> None:

@@ -9,10 +9,18 @@
          field by field (MixedReplayError naming the field and the source)
       -> tables that remove items once sampled refused, unless allowed
       -> a ReverbReplayBuffer per source (`reading.ReplayBuffer`, or
-         `decoded.EncodedReplayBuffer` for a table of encoded images)
+         `decoded.EncodedReplayBuffer` for a table of encoded images), each
+         reading through 32 / N streams (at least 1)
+
+Why 32 / N streams: `as_dataset(B)` interleaves min(B, 32) Reverb streams
+(TF-Agents' `max_cycle_length`), and the learner's CPU per item grows with
+the streams it keeps: three tables read with 32 streams each sampled 0.80x
+the items per learner CPU-second of one table's 32; with 11 each, 0.88x
+(`benchmarks/mixture_throughput.py`). Buffers given as such keep their own.
 """
 
 import dataclasses
+import math
 from typing import Any, Collection, List, Sequence, Tuple, Union
 
 import tensorflow as tf
@@ -27,6 +35,8 @@ from rlds_reverb.specs import paths
 from rlds_reverb.write import server as server_lib
 
 ReplayLike = Union[reverb_replay_buffer.ReverbReplayBuffer, Tuple[str, str]]
+# Reverb streams a table's `as_dataset` interleaves at most (TF-Agents').
+MAX_STREAMS = 32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,9 +74,11 @@ def as_sources(replays: Sequence[ReplayLike], names: Sequence[str],
           f'Table {table!r} at {address} has no signature, so its data spec '
           f'is unknown; pass a ReverbReplayBuffer for it instead.')
   check_specs(replays, infos, names)
+  streams = max(1, math.ceil(MAX_STREAMS / len(replays)))
   return [Source(name, address, table, info,
                  replay if is_buffer(replay)
-                 else buffer_for(address, table, info, num_steps, timeout))
+                 else buffer_for(address, table, info, num_steps, timeout,
+                                 streams))
           for name, replay, info, (address, table)
           in zip(names, replays, infos, where)]
 
@@ -135,18 +147,19 @@ def unbatched(signature):
 
 
 def buffer_for(address: str, table: str, info, num_steps: int,
-               timeout: float):
-  """A buffer of the table; one that decodes if it holds encoded images.
-  Both read a table that removes sampled items without stranding them and
+               timeout: float, streams: int = MAX_STREAMS):
+  """A buffer of the table, reading through at most `streams` Reverb
+  streams; one that decodes if it holds encoded images. Both read a table
+  that removes sampled items through one stream, without stranding them, and
   wait `timeout` seconds for its items (`reading.ReplayBuffer`)."""
   stored_spec = unbatched(info.signature)
+  options = dict(sequence_length=num_steps, server_address=address,
+                 timeout=timeout)
+  if not reading.removes_items(info):
+    options['max_cycle_length'] = streams
   if encoded_spec.is_encoded(stored_spec):
-    return decoded.EncodedReplayBuffer(
-        stored_spec, table, sequence_length=num_steps, server_address=address,
-        timeout=timeout)
-  return reading.ReplayBuffer(
-      stored_spec, table, sequence_length=num_steps, server_address=address,
-      timeout=timeout, info=info)
+    return decoded.EncodedReplayBuffer(stored_spec, table, **options)
+  return reading.ReplayBuffer(stored_spec, table, info=info, **options)
 
 
 def check_same_spec(expected, actual, what: str, reference: str) -> None:
