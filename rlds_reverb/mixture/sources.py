@@ -14,8 +14,9 @@
 
 Why 32 / N streams: `as_dataset(B)` interleaves min(B, 32) Reverb streams
 (TF-Agents' `max_cycle_length`), and the learner's CPU per item grows with
-the streams it keeps: three tables read with 32 streams each sampled 0.80x
-the items per learner CPU-second of one table's 32; with 11 each, 0.88x
+the streams it keeps: three tables read with 32 streams each sampled
+0.80-0.87x the items per learner CPU-second of one table's 32; with 11 each
+(and `num_parallel_calls` shared out, `replay.per_source_calls`) 0.91-0.99x
 (`benchmarks/mixture_throughput.py`). Buffers given as such keep their own.
 """
 
