@@ -38,7 +38,8 @@ def episode(source: int, items: int, first_serial: int = 0):
   return steps
 
 
-SPEC = rlds_reverb.create_trajectory_data_spec(rlds_data.as_rlds([episode(0, 1)]))
+SPEC = rlds_reverb.create_trajectory_data_spec(
+    rlds_data.as_rlds([episode(0, 1)]))
 SIGNATURE = tensor_spec.add_outer_dim(SPEC)
 
 

@@ -98,7 +98,8 @@ def replay_mixture(sources: Sequence[ReplayLike], weights,
       weights of the wrong form, negative, not finite or summing to 0 (with
       `'size'`: every table empty; a schedule's value at `start_step` too, a
       later one fails that batch with `tf.errors.InvalidArgumentError`
-      carrying the same text); a batch size or `refresh_sizes_every` below 1; a source that is neither a buffer nor `(address, table)`; an
+      carrying the same text); a batch size or `refresh_sizes_every` below
+      1; a source that is neither a buffer nor `(address, table)`; an
       unsigned table; data specs that differ (naming the field and the
       source); a table that removes sampled items, not in `allow_removal`.
     AddressError, ServerUnavailableError, TableNotFoundError: a server that
