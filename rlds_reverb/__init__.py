@@ -3,8 +3,10 @@
 A drop-in for `tf_agents.replay_buffers.rlds_to_reverb` (the first four names)
 plus a checked push that needs no TF-Agents observer, n-step transitions,
 RLDS sources, pushes in several processes, Reverb tables as data
-(`rlds_reverb.tables`: the usual recipes, one builder), and mixed
-offline/online replay for offline-to-online training, and the way back:
+(`rlds_reverb.tables`: the usual recipes, one builder), mixed
+offline/online replay for offline-to-online training and replay mixtures
+over many servers and datasets (exact shares in every batch), and the way
+back:
 `RldsRecorder` records what a TF-Agents driver collects as an RLDS dataset,
 and `export` writes a Reverb table (a checkpoint's) as one. Apache Beam
 transforms are in `rlds_reverb.beam` (needs `pip install
@@ -76,6 +78,7 @@ _LAZY = {
     'BuildProgress': 'rlds_reverb.build',
     'mixed_replay': 'rlds_reverb.mixed',
     'mixed_replay_tables': 'rlds_reverb.mixed',
+    'replay_mixture': 'rlds_reverb.mixture.replay',
     'check_port_free': 'rlds_reverb.addresses',
     'RldsRecorder': 'rlds_reverb.record',
     'ImageEncoding': 'rlds_reverb.tfds_out.features',
@@ -119,6 +122,7 @@ __all__ = [
     'BuildProgress',
     'mixed_replay',
     'mixed_replay_tables',
+    'replay_mixture',
     'check_port_free',
     'RldsRecorder',
     'ImageEncoding',

@@ -67,7 +67,8 @@ class PipelineFailedError(RldsReverbError):
 
 
 class MixedReplayError(RldsReverbError, ValueError):
-  """A mixed replay cannot be built: bad fraction, tables that do not fit."""
+  """A mixed replay or replay mixture cannot be built: bad fraction or
+  weights, tables that do not fit, tables that would drain."""
 
 
 class TableOptionsError(RldsReverbError, ValueError):

@@ -31,30 +31,30 @@ table TF-Agents' observer writes, their decoded specs compared.
 
 Reverb's uniform sampler is not seeded: which items a batch holds differs
 between runs; how many come from each table does not.
+
+This is the two-source case of `rlds_reverb.replay_mixture` (`mixture/`):
+the same checks and pipeline, with weights [f, 1 - f] rounded per batch,
+halves up (the mixture carries remainders from batch to batch instead), and
+only the offline table bound to keep its items.
 """
 
 import functools
 import math
 import numbers
-from typing import Callable, List, Tuple, Union
+from typing import Callable, List, Union
 
 import reverb
 import tensorflow as tf
-from tf_agents.replay_buffers import reverb_replay_buffer
 
-from rlds_reverb import _reading as reading
-from rlds_reverb import decoded
 from rlds_reverb import tables
-from rlds_reverb._util import wording
 from rlds_reverb.errors import MixedReplayError
-from rlds_reverb.specs import encoded as encoded_spec
-from rlds_reverb.specs import paths
-from rlds_reverb.write import server as server_lib
+from rlds_reverb.mixture import replay as mixture
+from rlds_reverb.mixture import sources as sources_lib
 
-ReplayLike = Union[reverb_replay_buffer.ReverbReplayBuffer, Tuple[str, str]]
+ReplayLike = sources_lib.ReplayLike
 Schedule = Callable[[int], float]
 
-DEFAULT_TIMEOUT_S = 30.0
+DEFAULT_TIMEOUT_S = mixture.DEFAULT_TIMEOUT_S
 # Big enough never to evict RLDS data; Reverb allocates per item, not up front.
 OFFLINE_MAX_SIZE = tables.UNBOUNDED_SIZE
 
@@ -103,15 +103,16 @@ def mixed_replay(offline: ReplayLike, online: ReplayLike,
     raise MixedReplayError(
         f'sample_batch_size must be a positive int, got {sample_batch_size!r}.')
   offline_count(schedule, start_step, sample_batch_size)  # Fails early.
-  offline, online = as_buffers(offline, online, num_steps, timeout)
-  check_keeps_items(offline, 'offline')
-  items = [buffer.as_dataset(sample_batch_size=sample_batch_size,
-                             num_steps=num_steps,
-                             num_parallel_calls=num_parallel_calls).unbatch()
-           for buffer in (offline, online)]
-  choices = batch_choices(schedule, start_step, sample_batch_size)
-  return tf.data.Dataset.choose_from_datasets(items, choices).batch(
-      sample_batch_size, drop_remainder=True)
+  checked = sources_lib.as_sources([offline, online], ['offline', 'online'],
+                                   num_steps, timeout)
+  sources_lib.check_keeps_items(
+      checked[0], 'mixed replay would drain the RLDS data; use '
+      'max_times_sampled=0 (mixed_replay_tables does).')
+  counts = functools.partial(batch_counts, schedule, start_step,
+                             sample_batch_size)
+  return mixture.mixture_dataset([source.buffer for source in checked],
+                                 counts, sample_batch_size, num_steps,
+                                 num_parallel_calls)
 
 
 def mixed_replay_tables(signature, online_max_size: int, *,
@@ -167,123 +168,11 @@ def offline_count(schedule: Schedule, step: int, batch_size: int) -> int:
   return math.floor(fraction * batch_size + 0.5)
 
 
-def batch_choices(schedule: Schedule, start_step: int,
-                  batch_size: int) -> tf.data.Dataset:
-  """0 (offline) or 1 (online) per row: each batch's n zeros, then ones."""
-  counts = functools.partial(offline_counts, schedule, start_step, batch_size)
-  return tf.data.Dataset.from_generator(
-      counts, output_signature=tf.TensorSpec((), tf.int64)).map(
-          functools.partial(row_choices, batch_size=batch_size)).unbatch()
-
-
-def offline_counts(schedule: Schedule, start_step: int, batch_size: int):
-  """n for batch 0, 1, 2, ...: the schedule at start_step, start_step + 1, ..."""
+def batch_counts(schedule: Schedule, start_step: int, batch_size: int):
+  """[n, B - n] for batch 0, 1, 2, ...: the schedule at start_step,
+  start_step + 1, ..."""
   step = start_step
   while True:
-    yield offline_count(schedule, step, batch_size)
+    offline = offline_count(schedule, step, batch_size)
+    yield [offline, batch_size - offline]
     step += 1
-
-
-def row_choices(count: tf.Tensor, batch_size: int) -> tf.Tensor:
-  """int64[batch_size]: 0 for the first `count` rows, 1 after."""
-  return tf.cast(tf.range(batch_size, dtype=tf.int64) >= count, tf.int64)
-
-
-def as_buffers(offline: ReplayLike, online: ReplayLike, num_steps: int,
-               timeout: float):
-  """Both as `ReverbReplayBuffer`s with one data spec, checked to agree."""
-  replays = {'offline': offline, 'online': online}
-  for name, replay in replays.items():
-    if not (is_buffer(replay) or is_address_and_table(replay)):
-      raise MixedReplayError(
-          f'{name} must be a ReverbReplayBuffer or (address, table), got '
-          f'{type(replay).__name__} {replay!r}.')
-  infos = {name: table_info(replay, timeout)
-           for name, replay in replays.items() if not is_buffer(replay)}
-  given = [replay for replay in replays.values() if is_buffer(replay)]
-  data_spec = (given[0].data_spec if given
-               else encoded_spec.decoded_spec(
-                   unbatched(infos['offline'].signature)))
-  if len(given) == 2:
-    check_same_spec(offline.data_spec, online.data_spec, 'online data spec')
-  for name, info in infos.items():
-    check_same_spec(data_spec,
-                    encoded_spec.decoded_spec(unbatched(info.signature)),
-                    f'{name} table {info.name!r} signature')
-  return [replay if is_buffer(replay)
-          else buffer_for(replay, infos[name], num_steps, timeout)
-          for name, replay in replays.items()]
-
-
-def is_buffer(replay) -> bool:
-  return isinstance(replay, reverb_replay_buffer.ReverbReplayBuffer)
-
-
-def is_address_and_table(replay) -> bool:
-  return (isinstance(replay, tuple) and len(replay) == 2
-          and all(isinstance(part, str) for part in replay))
-
-
-def table_info(replay: Tuple[str, str], timeout: float):
-  """The table's `TableInfo`; it must exist and carry a signature."""
-  address, table = replay
-  client, _ = server_lib.connect(address)
-  info = server_lib.table_infos(client, address, [table], timeout)[table]
-  if info.signature is None:
-    raise MixedReplayError(
-        f'Table {table!r} at {address} has no signature, so its data spec is '
-        f'unknown; pass a ReverbReplayBuffer for it instead.')
-  return info
-
-
-def unbatched(signature):
-  """A table signature's item spec without its leading time dimension."""
-  return tf.nest.map_structure(
-      lambda spec: tf.TensorSpec(spec.shape[1:], spec.dtype, spec.name),
-      signature)
-
-
-def buffer_for(replay: Tuple[str, str], info, num_steps: int,
-               timeout: float):
-  """A buffer of the table; one that decodes if it holds encoded images.
-  Both read a table that removes sampled items without stranding them and
-  wait `timeout` seconds for its items (`reading.ReplayBuffer`)."""
-  address, table = replay
-  stored_spec = unbatched(info.signature)
-  if encoded_spec.is_encoded(stored_spec):
-    return decoded.EncodedReplayBuffer(
-        stored_spec, table, sequence_length=num_steps, server_address=address,
-        timeout=timeout)
-  return reading.ReplayBuffer(
-      stored_spec, table, sequence_length=num_steps, server_address=address,
-      timeout=timeout, info=info)
-
-
-def check_same_spec(expected, actual,
-                    what: str = 'online data spec') -> None:
-  """Same structure, and the same dtype and shape at every field."""
-  try:
-    tf.nest.assert_same_structure(expected, actual, check_types=False)
-  except (TypeError, ValueError) as e:
-    raise MixedReplayError(
-        f'The {what} has another structure than the offline data spec: '
-        f'{paths.nest_text(actual)} vs {paths.nest_text(expected)}.') from e
-  actual = tf.nest.pack_sequence_as(expected, tf.nest.flatten(actual))
-  differing = [
-      f'{path}: {paths.spec_text(a)} vs {paths.spec_text(e)}'
-      for path, e, a in paths.spec_differences(
-          expected, actual, paths.same_dtype_and_shape)]
-  if differing:
-    raise MixedReplayError(
-        f'The {what} differs from the offline data spec: '
-        + '; '.join(differing) + '.')
-
-
-def check_keeps_items(buffer, name: str) -> None:
-  """Sampling must not remove items, or the RLDS data drains away."""
-  info = buffer.get_table_info()
-  if info.max_times_sampled > 0:
-    raise MixedReplayError(
-        f'The {name} table {info.name!r} removes an item after '
-        f'{wording.count(info.max_times_sampled, "sample")}, so mixed replay '
-        f'would drain the RLDS data; use max_times_sampled=0 (mixed_replay_tables does).')

@@ -40,6 +40,7 @@ EXPORTED = [
     'BuildProgress',
     'mixed_replay',
     'mixed_replay_tables',
+    'replay_mixture',
     'check_port_free',
     'RldsRecorder',
     'ImageEncoding',

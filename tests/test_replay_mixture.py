@@ -1,0 +1,536 @@
+"""rlds_reverb.replay_mixture against real Reverb servers and real buffers.
+
+Each source's items are RLDS episodes pushed with `rlds_reverb.push`, tagged:
+an item's first observation is [source, serial, ...], so every row of a
+sampled batch says which table it was sampled from (and which item).
+"""
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+import reverb
+import tensorflow as tf
+from tf_agents.replay_buffers import reverb_replay_buffer
+from tf_agents.specs import tensor_spec
+from tf_agents.trajectories import trajectory
+
+import rlds_reverb
+from rlds_reverb import tables
+from rlds_reverb.mixture import rounding
+from tests import reverb_tables
+from tests import rlds_data
+
+NUM_STEPS = 2
+OBSERVATION_SIZE = 3
+SIZES = (10, 20, 30)  # Items on the three servers: 1:2:3.
+
+
+def episode(source: int, items: int, first_serial: int = 0):
+  """One episode of `items` + 1 steps; step t's observation [source, serial,
+  ...], so the item starting at t is tagged (source, first_serial + t)."""
+  steps = rlds_data.flat_episode(items + 1, seed=source * 1000 + first_serial,
+                                 observation_size=OBSERVATION_SIZE)
+  steps['observation'][:, 0] = source
+  steps['observation'][:, 1] = np.arange(first_serial,
+                                         first_serial + items + 1)
+  return steps
+
+
+SPEC = rlds_reverb.create_trajectory_data_spec(
+    rlds_data.as_rlds([episode(0, 1)]))
+SIGNATURE = tensor_spec.add_outer_dim(SPEC)
+
+
+def push(client, table: str, source: int, items: int, first_serial: int = 0):
+  pushed = rlds_reverb.push(rlds_data.as_rlds([episode(source, items,
+                                                       first_serial)]),
+                            client, table, sequence_length=NUM_STEPS)
+  assert pushed.items == items
+
+
+def uniform(name: str, signature=SIGNATURE, **options) -> reverb.Table:
+  return tables.table(
+      dataclasses.replace(tables.uniform(name, 10_000), **options), signature)
+
+
+def served_tables():
+  wide = tensor_spec.add_outer_dim(SPEC._replace(
+      observation=tf.TensorSpec([OBSERVATION_SIZE + 1], tf.float32)))
+  return [uniform('data'), uniform('empty'), uniform('wide', wide),
+          uniform('unsigned', None), uniform('consumed', max_times_sampled=1)]
+
+
+class Servers:
+  """Three servers; server i's 'data' table holds SIZES[i] items of source i."""
+
+  def __init__(self, sizes=SIZES):
+    self.servers = [reverb_tables.start_server(served_tables())
+                    for _ in sizes]
+    self.addresses = [reverb_tables.address(s) for s in self.servers]
+    for source, (address, size) in enumerate(zip(self.addresses, sizes)):
+      if size:
+        push(reverb.Client(address), 'data', source, size)
+
+  def buffer(self, index: int, table: str = 'data', spec=SPEC):
+    return reverb_replay_buffer.ReverbReplayBuffer(
+        spec, table, sequence_length=NUM_STEPS,
+        local_server=self.servers[index])
+
+  def pairs(self, table: str = 'data'):
+    return [(address, table) for address in self.addresses]
+
+  def client(self, index: int) -> reverb.Client:
+    return reverb.Client(self.addresses[index])
+
+  def stop(self):
+    for server in self.servers:
+      server.stop()
+
+
+@pytest.fixture(scope='module')
+def servers():
+  servers = Servers()
+  yield servers
+  servers.stop()
+
+
+@pytest.fixture
+def own_servers():
+  """Servers a test may change (insert, reset); `make(sizes)` starts them."""
+  started = []
+
+  def make(sizes):
+    started.append(Servers(sizes))
+    return started[-1]
+
+  yield make
+  for servers in started:
+    servers.stop()
+
+
+def lazy(dataset: tf.data.Dataset) -> tf.data.Dataset:
+  """No prefetch injected, no map made parallel: batch k's weights are then
+  computed when it is asked for (not a batch or two ahead), so a change made
+  between two `next` calls shows in the next batch."""
+  options = tf.data.Options()
+  options.experimental_optimization.inject_prefetch = False
+  options.experimental_optimization.map_parallelization = False
+  return dataset.with_options(options)
+
+
+def row_sources(experience) -> np.ndarray:
+  return np.asarray(experience.observation[:, 0, 0]).astype(np.int64)
+
+
+def per_source(experience, num_sources: int = 3) -> list:
+  """Rows per source, checking that rows are ordered by source."""
+  rows = row_sources(experience)
+  assert list(rows) == sorted(rows), rows
+  return np.bincount(rows, minlength=num_sources).tolist()
+
+
+def counts_of(dataset, batches: int, num_sources: int = 3) -> list:
+  return [per_source(experience, num_sources)
+          for experience, _ in dataset.take(batches)]
+
+
+def expected_counts(weights, batch_size: int, batches: int) -> list:
+  apportioner = rounding.Apportioner(len(weights), batch_size)
+  return [apportioner.counts(weights) for _ in range(batches)]
+
+
+# --- The rounding, alone. ----------------------------------------------------
+
+# (weights, B, rows per source of the first batches)
+ROUNDING = {
+    'sizes_1_2_3': ((1, 2, 3), 64, [[11, 21, 32], [10, 22, 32], [11, 21, 32],
+                                    [11, 21, 32], [10, 22, 32]]),
+    'equal_thirds_take_turns': ((1, 1, 1), 4, [[2, 1, 1], [1, 2, 1],
+                                               [1, 1, 2], [2, 1, 1]]),
+    'share_under_half_a_row': ((1, 99), 10, ([[0, 10]] * 5 + [[1, 9]]
+                                             + [[0, 10]] * 9 + [[1, 9]])),
+    'zero_weight_gets_nothing': ((0, 1, 1), 3, [[0, 2, 1], [0, 1, 2]]),
+    'exact_shares': ((1, 3), 8, [[2, 6]] * 3),
+    'one_source': ((5,), 7, [[7]] * 2),
+}
+
+
+@pytest.mark.parametrize('weights,batch_size,expected', ROUNDING.values(),
+                         ids=ROUNDING.keys())
+def test_rounding_cases(weights, batch_size, expected):
+  assert expected_counts(weights, batch_size, len(expected)) == expected
+
+
+def test_rounding_keeps_every_batch_near_its_share_and_the_run_within_a_row():
+  """Random weights and batch sizes, 1,000 batches each: every batch holds
+  floor(s) or floor(s) + 1 rows of each source, B in all, and each source's
+  total stays within one row of batches * s."""
+  rng = np.random.default_rng(0)
+  for _ in range(20):
+    weights = rng.random(rng.integers(1, 7)) * (rng.random() < 0.9)
+    weights[0] += 0.01
+    batch_size = int(rng.integers(1, 200))
+    shares = weights / weights.sum() * batch_size
+    apportioner = rounding.Apportioner(len(weights), batch_size)
+    total = np.zeros(len(weights))
+    for batch in range(1, 1001):
+      counts = np.array(apportioner.counts(weights))
+      assert counts.sum() == batch_size
+      assert np.all(counts >= np.floor(shares - 1e-9))
+      assert np.all(counts <= np.floor(shares + 1e-9) + 1)
+      total += counts
+      assert np.all(np.abs(total - batch * shares) < 1 + 1e-6)
+
+
+# --- Mixtures on real servers. ------------------------------------------------
+
+def test_every_batch_holds_exactly_its_rows_of_every_source(servers):
+  """3 servers, one a buffer, 2,000 batches of 16: each batch's rows per
+  source equal the rule's, rows ordered by source."""
+  sources = [servers.buffer(0)] + servers.pairs()[1:]
+  weights = [1.0, 2.0, 3.5]
+  dataset = rlds_reverb.replay_mixture(sources, weights, 16)
+  got = counts_of(dataset, 2000)
+  assert got == expected_counts(weights, 16, 2000)
+  totals = np.sum(got, axis=0)
+  assert np.all(np.abs(totals - 2000 * 16 * np.array(weights) / 6.5) < 1)
+
+
+def test_rows_are_the_items_written(servers):
+  dataset = rlds_reverb.replay_mixture(servers.pairs(), [1, 1, 1], 30)
+  seen = [set() for _ in SIZES]
+  for experience, _ in dataset.take(80):
+    observation = np.asarray(experience.observation)
+    for row in observation:
+      source, serial = int(row[0, 0]), int(row[0, 1])
+      want = episode(source, SIZES[source])['observation'][serial:serial + 2]
+      np.testing.assert_array_equal(row, want)
+      seen[source].add(serial)
+  # Every item, in 800 rows a source: P(an item missed) < 30 e^(-800/30).
+  assert [len(s) for s in seen] == list(SIZES)
+
+
+def test_element_structure_is_the_buffers_as_dataset(servers):
+  """What `agent.train(experience)` gets from `as_dataset`: the same specs;
+  with a buffer among the sources, the same classes too."""
+  plain = servers.buffer(0).as_dataset(sample_batch_size=8,
+                                       num_steps=NUM_STEPS)
+  with_buffer = rlds_reverb.replay_mixture(
+      [servers.buffer(0)] + servers.pairs()[1:], 'size', 8)
+  assert with_buffer.element_spec == plain.element_spec
+  experience, info = next(iter(with_buffer))
+  assert isinstance(experience, trajectory.Trajectory)
+  assert info.key.shape == (8, NUM_STEPS)
+  # Tables alone: the structure rebuilt from their signatures (a namedtuple
+  # 'Trajectory' of the same fields), which tf.nest takes as the same.
+  pairs = rlds_reverb.replay_mixture(servers.pairs(), 'size', 8)
+  tf.nest.assert_same_structure(pairs.element_spec, plain.element_spec)
+  assert (tf.nest.flatten(pairs.element_spec)
+          == tf.nest.flatten(plain.element_spec))
+
+
+def test_sources_on_one_server(servers, own_servers):
+  """Two tables of one server, and a third server's."""
+  mine = own_servers([5, 0, 0])
+  push(mine.client(0), 'empty', 1, 7)
+  sources = [(mine.addresses[0], 'data'), (mine.addresses[0], 'empty'),
+             servers.pairs()[2]]
+  dataset = rlds_reverb.replay_mixture(sources, 'size', 42)
+  assert counts_of(dataset, 3) == expected_counts([5, 7, 30], 42, 3)
+
+
+def test_schedules_and_numbers_mix(servers):
+  """From step 10, source 0's weight falls 3, 2, 1, 0, 0 and source 2's
+  rises 2, 3, 4, 5, 5; source 1's stays 1."""
+  dataset = rlds_reverb.replay_mixture(
+      servers.pairs(), [lambda step: max(0, 13 - step), 1,
+                        lambda step: 2 + min(3, step - 10)], 6,
+      start_step=10)
+  assert counts_of(dataset, 5) == [[3, 1, 2], [2, 1, 3], [1, 1, 4],
+                                   [0, 1, 5], [0, 1, 5]]
+
+
+def test_keras_schedule_is_a_schedule(servers):
+  decay = tf.keras.optimizers.schedules.PolynomialDecay(1.0, 4, 0.0)
+  dataset = rlds_reverb.replay_mixture(servers.pairs()[:2], [decay, 1], 4)
+  assert counts_of(dataset, 5, 2) == [[2, 2], [2, 2], [1, 3], [1, 3], [0, 4]]
+
+
+def test_size_weights_give_each_server_its_share_and_each_item_its_chance(
+    servers):
+  """3 servers holding 10:20:30 items, weights='size', 48,000 rows.
+
+  Each server's share is within 1 percentage point of its size share (1/6,
+  2/6, 3/6). This holds with probability 1: the rows per server are exact
+  (within one row of their share over the run), not drawn; the rows are
+  counted from the tags of the items sampled back.
+
+  Every item equally likely: each server's even-serial and odd-serial
+  halves hold within 1 point of their size share too (1/12, ...). Their rows
+  are drawn by Reverb's uniform sampler: half of server s's N_s rows is
+  Binomial(N_s, 1/2); Hoeffding bounds a miss of 480 (1% of 48,000) by
+  2 exp(-2 * 480^2 / N_s) <= 2 exp(-19.2) < 1e-8 for N_s <= 24,000, so the
+  test fails by chance with probability below 6e-8 (six halves).
+  """
+  batches, batch_size = 960, 50
+  dataset = rlds_reverb.replay_mixture(servers.pairs(), 'size', batch_size)
+  halves = np.zeros((3, 2))
+  for experience, _ in dataset.take(batches):
+    observation = np.asarray(experience.observation)
+    sources = observation[:, 0, 0].astype(np.int64)
+    parity = observation[:, 0, 1].astype(np.int64) % 2
+    np.add.at(halves, (sources, parity), 1)
+  total = batches * batch_size
+  size_share = np.array(SIZES) / sum(SIZES)
+  assert np.all(np.abs(halves.sum(axis=1) / total - size_share) < 1e-4)
+  assert np.all(np.abs(halves / total - size_share[:, None] / 2) < 0.01)
+
+
+def test_sizes_are_read_again_every_k_batches_as_they_grow(own_servers):
+  """Sizes 10:10 give 6 + 6 of 12 rows; 20 items pushed into source 1 after
+  batch 6 show at the next reading, batch 10 (every 5 batches): 3 + 9."""
+  mine = own_servers([10, 10])
+  dataset = lazy(rlds_reverb.replay_mixture(
+      mine.pairs(), 'size', 12, refresh_sizes_every=5))
+  iterator = iter(dataset)
+  before = [per_source(next(iterator)[0], 2) for _ in range(7)]
+  with pytest.warns(rlds_reverb.TableNotEmptyWarning):
+    push(mine.client(1), 'data', 1, 20, first_serial=100)
+  after = [per_source(next(iterator)[0], 2) for _ in range(8)]
+  assert before + after == [[6, 6]] * 10 + [[3, 9]] * 5
+
+
+def test_a_source_that_empties_is_left_out_until_it_has_items_again(
+    own_servers):
+  """Read every batch: source 1 reset -> the other two share its rows;
+  refilled -> its share is back."""
+  mine = own_servers([10, 10, 20])
+  dataset = lazy(rlds_reverb.replay_mixture(
+      mine.pairs(), 'size', 8, refresh_sizes_every=1))
+  iterator = iter(dataset)
+  apportioner = rounding.Apportioner(3, 8)  # One carry, as the mixture's.
+
+  def check(sizes):
+    for _ in range(3):
+      assert per_source(next(iterator)[0]) == apportioner.counts(sizes)
+
+  check([10, 10, 20])
+  mine.client(1).reset('data')
+  check([10, 0, 20])
+  push(mine.client(1), 'data', 1, 30, first_serial=100)
+  check([10, 30, 20])
+
+
+def test_size_weights_start_without_an_empty_source(servers):
+  dataset = rlds_reverb.replay_mixture(
+      [servers.pairs()[0], (servers.addresses[1], 'empty')], 'size', 4)
+  assert counts_of(dataset, 2, 2) == [[4, 0], [4, 0]]
+
+
+def test_a_removing_table_is_allowed_when_named(servers, own_servers):
+  mine = own_servers([0])
+  push(mine.client(0), 'consumed', 1, 40)
+  dataset = rlds_reverb.replay_mixture(
+      [servers.pairs()[0], (mine.addresses[0], 'consumed')], [1, 1], 4,
+      allow_removal=[1])
+  assert counts_of(dataset, 3, 2) == [[2, 2]] * 3
+
+
+# --- Errors: each raise, with its message. ----------------------------------
+
+BAD_WEIGHTS = {
+    'too_few': ([1, 2], "weights must be one number or schedule f(step) per "
+                "source (3), or 'size'; got list [1, 2]."),
+    'other_word': ('sizes', "weights must be one number or schedule f(step) "
+                   "per source (3), or 'size'; got str 'sizes'."),
+    'a_number': (1.0, "weights must be one number or schedule f(step) per "
+                 "source (3), or 'size'; got float 1.0."),
+    'string_weight': ([1, '2', 3], "weights[1] must be a number >= 0 or a "
+                      "schedule f(step) -> weight, got str '2'."),
+    'bool_weight': ([1, True, 3], 'weights[1] must be a number >= 0 or a '
+                    'schedule f(step) -> weight, got bool True.'),
+    'negative': ([1, -0.5, 3], 'weights[1] must be a finite number >= 0, '
+                 'got -0.5.'),
+    'nan': ([1, 1, math.nan], 'weights[2] must be a finite number >= 0, '
+            'got nan.'),
+    'infinite': ([math.inf, 1, 1], 'weights[0] must be a finite number >= 0, '
+                 'got inf.'),
+    'sum_zero': ([0, 0, 0.0], 'weights must sum to more than 0, got '
+                 '[0.0, 0.0, 0.0].'),
+    'schedules_sum_zero': ([lambda step: 0, 0, 0], 'weights must sum to more '
+                           'than 0, got [0.0, 0.0, 0.0] at step 0.'),
+    'schedule_negative': ([lambda step: -1, 1, 1], 'weights[0] must be a '
+                          'finite number >= 0, got -1.0 from its schedule at '
+                          'step 0.'),
+    'schedule_not_a_number': ([1, 1, lambda step: 'x'], "weights[2] schedule "
+                              "returned 'x' at step 0; expected a number "
+                              ">= 0."),
+}
+
+
+@pytest.mark.parametrize('weights,message', BAD_WEIGHTS.values(),
+                         ids=BAD_WEIGHTS.keys())
+def test_bad_weights(servers, weights, message):
+  with pytest.raises(rlds_reverb.MixedReplayError) as error:
+    rlds_reverb.replay_mixture(servers.pairs(), weights, 4)
+  assert str(error.value) == message
+
+
+def test_schedule_that_goes_bad_later_fails_that_batch(servers):
+  dataset = rlds_reverb.replay_mixture(
+      servers.pairs(), [lambda step: 1 - step, 1, 1], 4)
+  iterator = iter(dataset)
+  next(iterator)
+  next(iterator)  # Steps 0, 1: weights 1 and 0.
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match=r'weights\[0\] must be a finite number >= 0, got '
+                           r'-1.0 from its schedule at step 2\.'):
+    next(iterator)
+
+
+def test_size_weights_of_empty_tables(servers):
+  with pytest.raises(rlds_reverb.MixedReplayError) as error:
+    rlds_reverb.replay_mixture([(a, 'empty') for a in servers.addresses[:2]],
+                               'size', 4)
+  first, second = servers.addresses[:2]
+  assert str(error.value) == (
+      f"weights='size' must sum to more than 0, but every table is empty "
+      f"('empty' at {first}, 'empty' at {second}).")
+
+
+def test_size_weights_when_every_table_empties_fail_after_the_timeout(
+    own_servers):
+  mine = own_servers([3])
+  dataset = lazy(rlds_reverb.replay_mixture(
+      mine.pairs(), 'size', 2, refresh_sizes_every=1, timeout=1))
+  iterator = iter(dataset)
+  next(iterator)
+  mine.client(0).reset('data')
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match=f"weights='size': every table was empty for 1 s "
+                           f"\\('data' at {mine.addresses[0]}\\); a mixture "
+                           f'needs items to sample\\.'):
+    next(iterator)
+
+
+@pytest.mark.parametrize('size', [0, -1, 2.0, True])
+def test_bad_batch_size(servers, size):
+  with pytest.raises(rlds_reverb.MixedReplayError) as error:
+    rlds_reverb.replay_mixture(servers.pairs(), 'size', size)
+  assert str(error.value) == (
+      f'sample_batch_size must be a positive int, got {size!r}.')
+
+
+@pytest.mark.parametrize('allowed,shown', [([3], '3'), ([-1], '-1'),
+                                           (['1'], "'1'")])
+def test_bad_allow_removal(servers, allowed, shown):
+  with pytest.raises(rlds_reverb.MixedReplayError) as error:
+    rlds_reverb.replay_mixture(servers.pairs(), 'size', 4,
+                               allow_removal=allowed)
+  assert str(error.value) == (
+      f'allow_removal must hold source indices 0..2, got {shown}.')
+
+
+def test_numpy_weights(servers):
+  dataset = rlds_reverb.replay_mixture(servers.pairs(),
+                                       np.array([1.0, 1.0, 2.0]), 4)
+  assert counts_of(dataset, 2) == [[1, 1, 2]] * 2
+
+
+@pytest.mark.parametrize('every', [0, 1.5])
+def test_bad_refresh(servers, every):
+  with pytest.raises(rlds_reverb.MixedReplayError) as error:
+    rlds_reverb.replay_mixture(servers.pairs(), 'size', 4,
+                               refresh_sizes_every=every)
+  assert str(error.value) == (
+      f'refresh_sizes_every must be a positive int (batches), got {every!r}.')
+
+
+def test_no_sources():
+  with pytest.raises(rlds_reverb.MixedReplayError,
+                     match='^replay_mixture needs at least one source.$'):
+    rlds_reverb.replay_mixture([], 'size', 4)
+
+
+def test_source_that_is_neither_buffer_nor_address_and_table(servers):
+  with pytest.raises(rlds_reverb.MixedReplayError) as error:
+    rlds_reverb.replay_mixture(servers.pairs()[:2] + [servers.addresses[2]],
+                               'size', 4)
+  assert str(error.value) == (
+      f'source 2 must be a ReverbReplayBuffer or (address, table), got str '
+      f'{servers.addresses[2]!r}.')
+
+
+def test_table_whose_signature_differs_names_field_and_source(servers):
+  sources = servers.pairs()[:2] + [(servers.addresses[2], 'wide')]
+  with pytest.raises(rlds_reverb.MixedReplayError) as error:
+    rlds_reverb.replay_mixture(sources, 'size', 4)
+  assert str(error.value) == (
+      "The source 2 table 'wide' signature differs from the source 0 data "
+      'spec: observation: float32[4] vs float32[3].')
+
+
+def test_buffer_whose_spec_differs_names_field_and_source(servers):
+  other = servers.buffer(1, spec=SPEC._replace(
+      reward=tf.TensorSpec([], tf.float64)))
+  with pytest.raises(rlds_reverb.MixedReplayError) as error:
+    rlds_reverb.replay_mixture([servers.pairs()[0], other], [1, 1], 4)
+  assert str(error.value) == (
+      'The source 0 table \'data\' signature differs from the source 1 data '
+      'spec: reward: float32[] vs float64[].')
+
+
+def test_buffers_whose_structures_differ(servers):
+  other = servers.buffer(1, spec=SPEC._replace(
+      policy_info={'logits': tf.TensorSpec([2])}))
+  with pytest.raises(rlds_reverb.MixedReplayError,
+                     match='^The source 1 data spec has another structure '
+                           'than the source 0 data spec: '):
+    rlds_reverb.replay_mixture([servers.buffer(0), other], [1, 1], 4)
+
+
+def test_unsigned_table(servers):
+  with pytest.raises(rlds_reverb.MixedReplayError) as error:
+    rlds_reverb.replay_mixture(
+        [servers.buffer(0), (servers.addresses[1], 'unsigned')], [1, 1], 4)
+  assert str(error.value) == (
+      f"Table 'unsigned' at {servers.addresses[1]} has no signature, so its "
+      'data spec is unknown; pass a ReverbReplayBuffer for it instead.')
+
+
+@pytest.mark.parametrize('form', ['pair', 'buffer'])
+def test_table_that_removes_sampled_items(servers, form):
+  consumed = ((servers.addresses[1], 'consumed') if form == 'pair'
+              else servers.buffer(1, 'consumed'))
+  with pytest.raises(rlds_reverb.MixedReplayError) as error:
+    rlds_reverb.replay_mixture([servers.pairs()[0], consumed], [1, 1], 4)
+  assert str(error.value) == (
+      "The source 1 table 'consumed' removes an item after 1 sample, so the "
+      'mixture would drain it; use max_times_sampled=0, or pass '
+      'allow_removal=[1] if it is an online table that may.')
+
+
+def test_missing_table_names_it_and_the_server(servers):
+  with pytest.raises(rlds_reverb.TableNotFoundError) as error:
+    rlds_reverb.replay_mixture(
+        servers.pairs()[:2] + [(servers.addresses[2], 'dta')], 'size', 4)
+  assert str(error.value) == (
+      f"Reverb server at {servers.addresses[2]} has no table 'dta'; its "
+      "tables are ['consumed', 'data', 'empty', 'unsigned', 'wide'].")
+
+
+def test_unreachable_server_is_named(servers, refused_address):
+  with pytest.raises(rlds_reverb.ServerUnavailableError,
+                     match=f'{refused_address}'):
+    rlds_reverb.replay_mixture(
+        servers.pairs()[:2] + [(refused_address, 'data')], 'size', 4)
+
+
+def test_server_that_does_not_answer_is_named(servers, silent_address):
+  with pytest.raises(rlds_reverb.ServerUnavailableError,
+                     match=f'No Reverb server answered at {silent_address} '
+                           'within 1 s'):
+    rlds_reverb.replay_mixture(
+        [servers.pairs()[0], (silent_address, 'data')], [1, 1], 4, timeout=1)
