@@ -297,3 +297,39 @@ def test_seed_sac_table_refuses_a_bad_max_size_before_loading(tmp_path):
   assert result.stderr == (
       "seed_sac_table: error: Table 'sac_experience': max_size must be an "
       'integer from 1 to 2147483647, got 0.\n')
+
+
+def _final_loss(stdout: str, steps: int) -> float:
+  match = re.search(rf'^train step {steps}: loss (\S+)$', stdout, re.M)
+  assert match, stdout
+  return float(match.group(1))
+
+
+@pytest.mark.slow
+def test_train_from_servers_trains_from_three_built_checkpoints():
+  result = run_example('train_from_servers.py', '--train-steps', 50)
+
+  assert result.returncode == 0, result.stderr
+  served = [(int(items.replace(',', '')), int(episodes)) for items, episodes
+            in re.findall(r'^server \d: ([\d,]+) items from (\d+) episodes',
+                          result.stdout, re.M)]
+  # Episode I on server I % 3: every item of the bundled set, once.
+  assert len(served) == 3
+  assert sum(items for items, _ in served) == BUNDLED_ITEMS
+  assert [episodes for _, episodes in served] == [22, 21, 21]
+  assert 'rows per batch of 64 by server:' in result.stdout
+  assert math.isfinite(_final_loss(result.stdout, 50))
+
+
+@pytest.mark.slow
+def test_mix_datasets_trains_from_two_datasets_in_fixed_shares():
+  result = run_example('mix_datasets.py', '--train-steps', 50)
+
+  assert result.returncode == 0, result.stderr
+  assert f"table 'a': {BUNDLED_ITEMS:,} items of bundled:cartpole" in (
+      result.stdout)
+  assert re.search(r"^table 'b': [\d,]+ items of ", result.stdout, re.M)
+  assert "rows per batch of 64: 48.0 of 'a', then 16.0 of 'b'" in (
+      result.stdout)
+  assert math.isfinite(_final_loss(result.stdout, 50))
+  assert 'SyntaxWarning' not in result.stderr

@@ -24,6 +24,8 @@ def silence() -> None:
   os.environ.setdefault('PYGAME_HIDE_SUPPORT_PROMPT', 'hide')
   warnings.filterwarnings('ignore', category=DeprecationWarning)
   warnings.filterwarnings('ignore', category=UserWarning)
+  # Autograph compiles TF-Agents' `x is ()` checks: Python 3.11 warns of them.
+  warnings.filterwarnings('ignore', category=SyntaxWarning)
   with contextlib.redirect_stderr(io.StringIO()):
     try:
       import gym  # pylint: disable=g-import-not-at-top,import-outside-toplevel,unused-import
