@@ -18,8 +18,8 @@ from tf_agents.specs import array_spec  # pylint: disable=g-import-not-at-top
 from tf_agents.specs import tensor_spec  # pylint: disable=g-import-not-at-top
 
 from rlds_reverb import errors  # pylint: disable=g-import-not-at-top
-from rlds_reverb import mixed  # pylint: disable=g-import-not-at-top
 from rlds_reverb import sources  # pylint: disable=g-import-not-at-top
+from rlds_reverb.mixture import sources as mixture_sources  # pylint: disable=g-import-not-at-top
 from rlds_reverb import specs  # pylint: disable=g-import-not-at-top
 from rlds_reverb.specs import encoded  # pylint: disable=g-import-not-at-top
 from rlds_reverb.specs import paths  # pylint: disable=g-import-not-at-top
@@ -189,7 +189,8 @@ def test_mixed_replay_spec_check_in_spec_text():
   offline = {'o': tf.TensorSpec([2, 4], tf.float32), 'r': I0}
   online = {'o': tf.TensorSpec([2, 5], tf.float32, name='o'), 'r': I0}
   with pytest.raises(errors.MixedReplayError) as raised:
-    mixed.check_same_spec(offline, online)
+    mixture_sources.check_same_spec(offline, online, 'online data spec',
+                                    'offline')
   assert str(raised.value) == (
       'The online data spec differs from the offline data spec: '
       'o: float32[2,5] vs float32[2,4].')
