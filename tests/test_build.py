@@ -107,6 +107,7 @@ def test_build_holds_what_push_writes(source, tmp_path, settings, names):
       for name in os.listdir(result.path))
 
 
+@pytest.mark.slow  # Also shown for the plan: tests/test_checkpoint_plan.py.
 def test_nstep_build_holds_what_push_writes(source, tmp_path):
   data = rlds_reverb.load(source)
   spec = nstep.transition_spec(specs.step_format(data).spec)
@@ -237,6 +238,7 @@ def test_an_interrupted_build_leaves_nothing_a_server_loads(source, tmp_path):
   assert checkpoints.find(os.fspath(tmp_path / 'ckpt')).newest is None
 
 
+@pytest.mark.slow
 def test_encoded_build_keeps_the_sources_png_bytes(source, tmp_path):
   data = rlds_reverb.load(source)
   options = rlds_reverb.PushOptions(image_storage='encoded')
@@ -263,6 +265,7 @@ def test_encoded_build_keeps_the_sources_png_bytes(source, tmp_path):
   assert_same(pushed, (result.path, built_items))
 
 
+@pytest.mark.slow
 def test_export_of_a_built_checkpoint_equals_the_source(source, tmp_path):
   data = rlds_reverb.load(source)
   result = rlds_reverb.build_checkpoint(

@@ -107,6 +107,7 @@ def test_local_workers_build_one_checkpoint_per_server(
   assert not os.path.exists(tmp_path / 'built' / parts.PARTS)
 
 
+@pytest.mark.slow
 def test_beam_builds_one_checkpoint_per_server(source, signature, pushed,
                                                tmp_path):
   from rlds_reverb import beam as rlds_beam  # pylint: disable=g-import-not-at-top,import-outside-toplevel
@@ -174,6 +175,7 @@ def test_a_part_whose_chunks_are_cut_short_is_refused(source, tmp_path):
       os.fspath(tmp_path / 'merged')).complete
 
 
+@pytest.mark.slow
 def test_a_server_too_small_keeps_its_newest_items_and_warns(
     source, signature, pushed, tmp_path):
   small = tables.fifo('replay', max_size=40)
