@@ -43,11 +43,11 @@ from rlds_reverb import tables as tables_lib
 from rlds_reverb import validation
 from rlds_reverb._util import wording
 from rlds_reverb.checked_push import CapacityWarning
-from rlds_reverb.checked_push import malformed_error
+from rlds_reverb.checked_push import frames_to_check
 from rlds_reverb.checked_push import short_episodes_text
 from rlds_reverb.checked_push import ShortEpisodesWarning
 from rlds_reverb.checked_push import SkippedEpisode
-from rlds_reverb.checked_push import skipped_episode
+from rlds_reverb.checked_push import skipped_episodes
 from rlds_reverb.checkpoints import messages
 from rlds_reverb.checkpoints import plan as plan_lib
 from rlds_reverb.checkpoints import table_settings
@@ -319,15 +319,12 @@ class CheckedBuild:
     """The checks of push's read-ahead, and what max_size leaves out."""
     try:
       report = validation.validate(self._data, on_read=on_read,
-                                   frames=self._frames_to_check())
+                                   frames=frames_to_check(self._encoding))
     except tf.errors.OpError as e:
       raise DataReadError(
           f'Cannot read the data: {e.message.splitlines()[0]}; nothing was '
           f'written.') from e
-    malformed = report.malformed_episodes
-    if malformed and self._on_invalid is OnInvalid.RAISE:
-      raise malformed_error(report.problems[0], len(malformed))
-    skipped = _skipped(report)
+    skipped = skipped_episodes(report, self._on_invalid)
     left_out = {episode.position for episode in skipped}
     item_plan = self.item_plan
     kept = [length for position, length in enumerate(report.lengths)
@@ -341,14 +338,6 @@ class CheckedBuild:
           self._options.sequence_length)
     texts = capacity_warnings(plan) + ((short,) if short else ())
     return dataclasses.replace(plan, warnings=texts, short_episodes=short)
-
-  def _frames_to_check(self):
-    """Fields stored as the source's own bytes: their headers are checked
-    ahead (frames encoded here fit by construction)."""
-    if self._encoding is None:
-      return None
-    return {path: image for path, image in self._encoding.images.items()
-            if path not in self._encoding.at_push}
 
   def write(self, directory: str, *, append: bool = False,
             on_built: Optional[Callable[[BuildProgress], None]] = None
@@ -498,17 +487,6 @@ def _position_after(left_out: List[int], index: int) -> int:
     if skipped_position <= position:
       position += 1
   return position
-
-
-def _skipped(report: validation.Report) -> Tuple[SkippedEpisode, ...]:
-  first_problems = {}
-  for problem in report.problems:
-    first_problems.setdefault(problem.episode, problem)
-  flagged, empty = set(report.flagged_invalid), set(report.empty_episodes)
-  return tuple(
-      skipped_episode(position, first_problems.get(position),
-                      position in flagged)
-      for position in sorted(set(first_problems) | flagged | empty))
 
 
 def capacity_warnings(plan: BuildPlan) -> Tuple[str, ...]:

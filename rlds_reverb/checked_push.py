@@ -550,26 +550,10 @@ class CheckedPush:
       ) from e
 
   def _frames_to_check(self):
-    """The fields stored as the source's own bytes: their headers are
-    checked ahead (frames encoded here fit by construction)."""
-    if self._encoding is None:
-      return None
-    return {path: image for path, image in self._encoding.images.items()
-            if path not in self._encoding.at_push}
+    return frames_to_check(self._encoding)
 
   def _skipped(self, report: validation.Report) -> Tuple[SkippedEpisode, ...]:
-    """The episodes to leave out; raises on malformed ones if 'raise'."""
-    malformed = report.malformed_episodes
-    if malformed and self._checks.on_invalid is OnInvalid.RAISE:
-      raise malformed_error(report.problems[0], len(malformed))
-    first_problems = {}
-    for problem in report.problems:
-      first_problems.setdefault(problem.episode, problem)
-    flagged, empty = set(report.flagged_invalid), set(report.empty_episodes)
-    return tuple(
-        skipped_episode(position, first_problems.get(position),
-                        position in flagged)
-        for position in sorted(set(first_problems) | flagged | empty))
+    return skipped_episodes(report, self._checks.on_invalid)
 
   def _state(self, num_episodes: Optional[int]) -> resume_lib.State:
     """What earlier runs confirmed, if a resume file says so."""
@@ -597,6 +581,32 @@ class CheckedPush:
 
   def _name(self) -> str:
     return str(self._source) if self._source else 'the data'
+
+
+def frames_to_check(encoding: Optional[encoded.Encoding]):
+  """The fields stored as the source's own bytes: their headers are checked
+  ahead (frames encoded here fit by construction); None for raw images."""
+  if encoding is None:
+    return None
+  return {path: image for path, image in encoding.images.items()
+          if path not in encoding.at_push}
+
+
+def skipped_episodes(report: validation.Report, on_invalid: OnInvalid
+                     ) -> Tuple[SkippedEpisode, ...]:
+  """The episodes a read-ahead leaves out: malformed, flagged invalid,
+  empty; raises on the first malformed one if `on_invalid` is 'raise'."""
+  malformed = report.malformed_episodes
+  if malformed and on_invalid is OnInvalid.RAISE:
+    raise malformed_error(report.problems[0], len(malformed))
+  first_problems = {}
+  for problem in report.problems:
+    first_problems.setdefault(problem.episode, problem)
+  flagged, empty = set(report.flagged_invalid), set(report.empty_episodes)
+  return tuple(
+      skipped_episode(position, first_problems.get(position),
+                      position in flagged)
+      for position in sorted(set(first_problems) | flagged | empty))
 
 
 def short_episodes_text(short: int, episodes: int, longest: int,
