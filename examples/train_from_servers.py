@@ -2,7 +2,8 @@
 
     RLDS episodes --rlds_reverb.build_shards--> one checkpoint per server
                     (episode I -> server I % S; no server needed to build)
-      -> S reverb.Servers, each loading its own checkpoint at start
+      -> S reverb.Servers, each starting from its own checkpoint, a seed it
+         never changes (DefaultCheckpointer's fallback_checkpoint_path)
       -> rlds_reverb.replay_mixture([(address, table), ...], 'size', B):
          every batch holds each server's share of B by its table's size,
          so every item of the split table is equally likely
@@ -12,7 +13,7 @@
     python examples/train_from_servers.py --servers 4 --train-steps 500
 
 The servers run in this process here; on a cluster each runs on its own
-machine (`rlds-reverb serve --checkpoint-dir DIR/server-K-of-S`) and the
+machine (`rlds-reverb serve --from-checkpoint DIR/server-K-of-S`) and the
 learner lists their addresses. What a learner sees is the same.
 """
 
@@ -35,7 +36,6 @@ from tf_agents.specs import tensor_spec  # pylint: disable=g-import-not-at-top
 
 import rlds_reverb  # pylint: disable=g-import-not-at-top
 from rlds_reverb import tables  # pylint: disable=g-import-not-at-top
-from rlds_reverb.checkpoints import parts  # pylint: disable=g-import-not-at-top
 
 TABLE = 'replay'
 SEQUENCE_LENGTH = 2  # One transition per item: what DqnAgent trains on.
@@ -57,15 +57,18 @@ def main() -> None:
     train(args)
 
 
-def start_servers(directory: str, count: int, spec) -> list:
-  """A server per checkpoint, each loading its own at start."""
+def start_servers(seeds, spec, own_root: str) -> list:
+  """A server per built checkpoint, which it loads at start and never
+  changes: a server's own checkpoints go to a root of its own (Reverb
+  deletes everything else in the root it writes to)."""
   table = tables.uniform(TABLE)  # Its settings come from the checkpoint.
   signature = tensor_spec.add_outer_dim(spec)
   return [reverb.Server(
       [tables.table(table, signature)],
       checkpointer=reverb.checkpointers.DefaultCheckpointer(
-          parts.server_root(directory, index, count)))
-          for index in range(count)]
+          os.path.join(own_root, f'server-{index}'),
+          fallback_checkpoint_path=seed))
+          for index, seed in enumerate(seeds)]
 
 
 def new_agent() -> dqn_agent.DdqnAgent:
@@ -91,7 +94,8 @@ def train(args: argparse.Namespace) -> None:
           f'episodes ({os.path.relpath(result.path, directory)})')
   spec = rlds_reverb.create_trajectory_data_spec(
       rlds_reverb.load(args.dataset))
-  servers = start_servers(directory, args.servers, spec)
+  servers = start_servers([result.path for result in built], spec,
+                          tempfile.mkdtemp(prefix='servers_own_'))
   try:
     sources = [(f'localhost:{server.port}', TABLE) for server in servers]
     dataset = rlds_reverb.replay_mixture(

@@ -100,7 +100,7 @@ class BuildPlan:
   spec: Any  # Of one item's rows: a trajectory, or a transition.
   settings: Tuple[table_settings.TableSettings, ...]
   skipped: Tuple[SkippedEpisode, ...] = ()
-  # Items per table; None when not read ahead (n-step).
+  # Items per table; None when not read ahead.
   items: Optional[int] = None
   warnings: Tuple[str, ...] = ()
   notes: Tuple[str, ...] = ()
@@ -131,25 +131,29 @@ def build_checkpoint(
     image_format: str = 'png',
     image_fields: Optional[Sequence[str]] = None,
     options: Optional[PushOptions] = None,
-    append: bool = False,
     on_read: Optional[Callable[[int, int], None]] = None,
     on_built: Optional[Callable[[BuildProgress], None]] = None,
 ) -> BuildResult:
   """Writes `rlds_data` as a new Reverb checkpoint under `directory`: the
   items `rlds_reverb.push` with the same settings would write, in tables made
-  as `tables` say, which a server loads at start:
+  as `tables` say, which a server loads at start as a seed:
 
       reverb.Server(tables, port, checkpointer=(
-          reverb.checkpointers.DefaultCheckpointer(directory)))
+          reverb.checkpointers.DefaultCheckpointer(
+              'own_checkpoints', fallback_checkpoint_path=result.path)))
 
-  (or `DefaultCheckpointer(path, fallback_checkpoint_path=result.path)`; the
-  checkpoint's table settings replace the server's, whose tables must have
-  the same names: `rlds_reverb.tables.table(options)` makes them).
+  The server loads the build when its own root ('own_checkpoints', new or
+  empty) holds no checkpoint yet, and writes its own checkpoints there,
+  leaving the build as it is, to seed the next run and the next server.
+  Never hand `directory` itself to a checkpointer as its root: Reverb
+  deletes every other entry of its root at each checkpoint, the build
+  first. The checkpoint's table settings replace the server's, whose tables
+  must have the same names (`rlds_reverb.tables.table(options)` makes them).
 
   Args:
     rlds_data: RLDS episodes (read twice: checked, then built).
-    directory: the checkpoints' root, created if missing; a new
-      `directory/<time>` directory is written, `DONE` last.
+    directory: a new or empty directory (created if missing); the build
+      writes `directory/<time>`, `DONE` last.
     tables: a `rlds_reverb.tables.TableOptions` (e.g. `tables.uniform(
       'replay', max_size)`), a table name (`TableOptions(name)`: `serve`'s
       default table), or a sequence of them; each item goes to each table.
@@ -158,8 +162,6 @@ def build_checkpoint(
     image_fields, options: as for `push`.
     on_invalid: 'raise' or 'skip' (`push`'s; 'stop' writes part of the data,
       which a build, all or nothing, does not).
-    append: write a new checkpoint into a `directory` that holds one (a
-      server then loads the new one); otherwise such a directory is refused.
     on_read: called with (episodes, steps) as the data is read ahead.
     on_built: called with a `BuildProgress` as blocks are written.
 
@@ -172,8 +174,9 @@ def build_checkpoint(
       do not convert (`StepSpecError`); before writing.
     RldsReverbError: before writing: `TableOptionsError`, `ImageFieldError`,
       `DataReadError`, `MalformedEpisodeError`; `CheckpointWriteError`: the
-      directory holds a checkpoint (and not `append`), cannot be written, or
-      a write failed (the new checkpoint is removed).
+      directory is not new or empty, cannot be written, or a write failed
+      (the new checkpoint is removed, and the directory if the build made
+      it).
     KeyboardInterrupt: Ctrl-C; the unfinished checkpoint is removed.
   """
   options = push_options.of(
@@ -183,9 +186,9 @@ def build_checkpoint(
       image_format=image_format, image_fields=image_fields)
   job = CheckedBuild(rlds_data, tables, options, _on_invalid(on_invalid),
                      policy_info_fn=policy_info_fn)
-  writer_lib.check_root(directory, append)
+  writer_lib.check_root(directory)
   _warn(job.check(on_read))
-  return job.write(directory, append=append, on_built=on_built)
+  return job.write(directory, on_built=on_built)
 
 
 def build_nstep_checkpoint(
@@ -202,14 +205,15 @@ def build_nstep_checkpoint(
     image_format: str = 'png',
     image_fields: Optional[Sequence[str]] = None,
     options: Optional[PushOptions] = None,
-    append: bool = False,
+    on_read: Optional[Callable[[int, int], None]] = None,
     on_built: Optional[Callable[[BuildProgress], None]] = None,
 ) -> BuildResult:
   """A checkpoint of one item per n-step transition: the items
   `push_nstep_transitions` writes (its settings; `build_checkpoint`'s
-  directory, tables and append). The data is read once: a table whose
-  max_size the transitions pass fails the build (`CheckpointWriteError`,
-  nothing left), as what to leave out is not known ahead.
+  directory and tables). Read ahead as `build_checkpoint` reads: a
+  malformed episode fails the build before anything is written, and a table
+  whose max_size the transitions pass keeps the newest, as a FIFO push
+  leaves it (`CapacityWarning`).
   """
   options = push_options.of(
       options, priority=priority, chunk_length=chunk_length, strict=strict,
@@ -219,9 +223,9 @@ def build_nstep_checkpoint(
   nstep.check_parameters(n, discount)
   job = CheckedBuild(rlds_data, tables, options, OnInvalid.RAISE,
                      nstep=(n, discount))
-  writer_lib.check_root(directory, append)
-  job.check()
-  return job.write(directory, append=append, on_built=on_built)
+  writer_lib.check_root(directory)
+  _warn(job.check(on_read))
+  return job.write(directory, on_built=on_built)
 
 
 def _on_invalid(value: Union[str, OnInvalid]) -> OnInvalid:
@@ -306,8 +310,7 @@ class CheckedBuild:
     plan_lib.Plan(spec, self.item_plan, self.names, self._options.priority,
                   self._options.chunk_length)
     plan = BuildPlan(spec, settings, notes=tuple(step_format.notes()))
-    if self._nstep is None:
-      plan = self._read_ahead(plan, on_read)
+    plan = self._read_ahead(plan, on_read)
     self._plan = plan
     return plan
 
@@ -326,27 +329,32 @@ class CheckedBuild:
           f'written.') from e
     skipped = skipped_episodes(report, self._on_invalid)
     left_out = {episode.position for episode in skipped}
-    item_plan = self.item_plan
     kept = [length for position, length in enumerate(report.lengths)
             if position not in left_out]
-    items_of = [len(item_plan.plan(length).item_ends) for length in kept]
+    items_of = [self._items_of(length) for length in kept]
     plan = dataclasses.replace(plan, skipped=skipped, items=sum(items_of))
     short = None
-    if kept and not all(items_of):
+    if kept and not all(items_of) and self._nstep is None:
       short = short_episodes_text(
           items_of.count(0), len(kept), max(kept),
           self._options.sequence_length)
     texts = capacity_warnings(plan) + ((short,) if short else ())
     return dataclasses.replace(plan, warnings=texts, short_episodes=short)
 
-  def write(self, directory: str, *, append: bool = False,
+  def _items_of(self, steps: int) -> int:
+    """The items an episode of `steps` steps gives: an n-step transition
+    per step but the last, or the sequence items of `item_plan`."""
+    if self._nstep is not None:
+      return max(steps - 1, 0)
+    return len(self.item_plan.plan(steps).item_ends)
+
+  def write(self, directory: str, *,
             on_built: Optional[Callable[[BuildProgress], None]] = None
             ) -> BuildResult:
     """Builds the checkpoint `check` planned; returns what it holds."""
     plan = self._plan or self.check()
     started = time.perf_counter()
-    writer = writer_lib.CheckpointWriter(directory, plan.settings,
-                                         append=append)
+    writer = writer_lib.CheckpointWriter(directory, plan.settings)
     try:
       with writer:
         sink = EvictingSink(writer, {name: plan.evicted(name)

@@ -96,12 +96,12 @@ def share_ranges(dataset, split: str, data_dir: Optional[str], index: int,
 
 def merge_server(directory: str, server: int, servers: int,
                  part_paths: Sequence[str],
-                 settings: Sequence[table_settings.TableSettings],
-                 append: bool = False) -> Dict[str, Any]:
+                 settings: Sequence[table_settings.TableSettings]
+                 ) -> Dict[str, Any]:
   """Server `server`'s checkpoint of its parts; what it holds, as a dict
   (for `parallel`), with a warning per table max_size leaves short."""
   merged = parts_lib.merge(part_paths, parts_lib.server_root(
-      directory, server, servers), settings, append=append)
+      directory, server, servers), settings)
   plan = build_lib.BuildPlan(None, tuple(settings), items=merged.items)
   where = f'server {server} of {servers}: ' if servers > 1 else ''
   size = sum(os.path.getsize(os.path.join(merged.path, name))

@@ -378,7 +378,7 @@ def failure_text(outcome: ShardOutcome, with_type: bool = False) -> str:
 def build_shards(dataset: Union[str, Sequence[str]], directory: str, tables,
                  *, workers: int, servers: int = 1, split: str = 'train',
                  data_dir: Optional[str] = None, on_invalid: str = 'raise',
-                 options: Optional[PushOptions] = None, append: bool = False,
+                 options: Optional[PushOptions] = None,
                  **settings) -> List[Any]:
   """Builds one checkpoint per server from `workers` local processes: what
   `rlds-reverb build --workers N [--servers S]` runs.
@@ -399,7 +399,6 @@ def build_shards(dataset: Union[str, Sequence[str]], directory: str, tables,
     servers: checkpoints, one per server.
     on_invalid: 'raise' or 'skip', as for `build_checkpoint`.
     options, **settings: what is written, as for `build_checkpoint`.
-    append: as for `build_checkpoint`, for every server's root.
 
   Returns:
     A `BuildResult` per server, in server order; skipped episodes go with
@@ -407,8 +406,10 @@ def build_shards(dataset: Union[str, Sequence[str]], directory: str, tables,
 
   Raises:
     ValueError: a setting refused, before any process starts.
+    CheckpointWriteError: `directory` is not new or empty, before any
+      process starts.
     ShardsFailedError: a share or a merge failed (each named); no new
-      checkpoint is left for any server.
+      checkpoint is left for any server, nor a directory the build made.
     KeyboardInterrupt: Ctrl-C; nothing is left.
   """
   if workers < 1 or servers < 1:
@@ -420,6 +421,9 @@ def build_shards(dataset: Union[str, Sequence[str]], directory: str, tables,
   start = time.perf_counter()
   options = push_options.of(options, **settings)
   directory = os.fspath(directory)
+  from rlds_reverb.checkpoints import writer as writer_lib  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  writer_lib.check_root(directory)  # Before any process starts.
+  made_directory = not os.path.exists(directory)
   context = multiprocessing.get_context('spawn')
   interrupted = context.Event()
   made: List[str] = []
@@ -436,7 +440,7 @@ def build_shards(dataset: Union[str, Sequence[str]], directory: str, tables,
           (_merge_server, directory, server, servers,
            [o.result['parts'][server] for o in shares
             if server in o.result['parts']],
-           shares[0].result['settings'], append)
+           shares[0].result['settings'])
           for server in range(servers)])
       made = [o.result['path'] for o in merges if o.result]
       _raise_failed('merges', merges)
@@ -448,6 +452,9 @@ def build_shards(dataset: Union[str, Sequence[str]], directory: str, tables,
                    'was removed.')
       for path in made:  # All or nothing: no server gets a new one.
         shutil.rmtree(path, ignore_errors=True)
+      from rlds_reverb.checkpoints import parts  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+      parts.remove_parts(directory)
+      parts.remove_empty_roots(directory, servers, made_directory)
       raise
     finally:
       from rlds_reverb.checkpoints import parts  # pylint: disable=g-import-not-at-top,import-outside-toplevel
@@ -521,14 +528,14 @@ def _build_share(dataset, split, data_dir, shard, directory, servers, tables,
       notes=list(share.notes)))
 
 
-def _merge_server(directory, server, servers, part_paths, settings,
-                  append) -> ShardOutcome:
+def _merge_server(directory, server, servers, part_paths, settings
+                  ) -> ShardOutcome:
   """In a worker: server `server`'s parts merged into its checkpoint."""
   try:
     with _listen_for_ctrl_c():
       from rlds_reverb import build_parts  # pylint: disable=g-import-not-at-top,import-outside-toplevel
       result = build_parts.merge_server(directory, server, servers,
-                                        part_paths, settings, append)
+                                        part_paths, settings)
   except (Exception, KeyboardInterrupt) as e:  # pylint: disable=broad-except
     return _failed(f'server {server}', e, plan=None)
   return ShardOutcome(f'server {server}', result=result)

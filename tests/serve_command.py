@@ -56,12 +56,15 @@ class Serve:
 
   def __init__(self, dataset, stderr_path, checkpoint_dir=None, port=None,
                table_args=('--table', TABLE, '--sampler', 'fifo',
-                           '--max-size', '100'), names=(TABLE,)):
+                           '--max-size', '100'), names=(TABLE,),
+               from_checkpoint=None):
     command = [sys.executable, '-m', 'rlds_reverb', 'serve', '--dataset',
                dataset, *table_args]
     self.names = ', '.join(names)
     if checkpoint_dir is not None:
       command += ['--checkpoint-dir', str(checkpoint_dir)]
+    if from_checkpoint is not None:
+      command += ['--from-checkpoint', str(from_checkpoint)]
     if port is not None:
       command += ['--port', str(port)]
     self.stderr_path = pathlib.Path(stderr_path)

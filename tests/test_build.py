@@ -56,10 +56,14 @@ def signature_of(data):
 
 
 def served(options_list, signature, root):
-  """A server with `options_list`'s tables that loads `root`'s checkpoint."""
+  """A server with `options_list`'s tables that starts from the build in
+  `root` as a seed (`fallback_checkpoint_path`), with a root of its own."""
+  found = checkpoints.find(os.fspath(root))
+  own = os.path.join(os.fspath(root) + '-own')
   return reverb.Server(
       [tables.table(options, signature) for options in options_list],
-      checkpointer=reverb.checkpointers.DefaultCheckpointer(os.fspath(root)))
+      checkpointer=reverb.checkpointers.DefaultCheckpointer(
+          own, fallback_checkpoint_path=found.path(found.newest)))
 
 
 def category_of(text: str) -> str:
@@ -121,11 +125,41 @@ def test_nstep_build_holds_what_push_writes(source, tmp_path):
           data, address, 'replay', n=3, discount=0.9))
   result = rlds_reverb.build_nstep_checkpoint(
       data, tmp_path / 'built', drainable('replay'), n=3, discount=0.9)
-  server = reverb.Server(made_tables(), checkpointer=(
-      reverb.checkpointers.DefaultCheckpointer(os.fspath(tmp_path / 'built'))))
+  server = served([drainable('replay')], spec, tmp_path / 'built')
 
   assert_same(pushed, (result.path, drained_tables(server, made_tables)))
   assert result.items == sum(n - 1 for n in LENGTHS)
+
+
+def test_an_nstep_table_too_small_keeps_the_newest_as_a_fifo_push_leaves_it(
+    source, tmp_path):
+  """As the sequence build's case below; the n-step build read the data
+  once and failed with the writer's own instruction before (issue 39)."""
+  data = rlds_reverb.load(source).take(6)
+  small = dataclasses.replace(drainable('replay'), max_size=300)
+  spec = nstep.transition_spec(specs.step_format(data).spec)
+  pushed_server = reverb.Server([tables.table(small, spec)])
+  rlds_reverb.push_nstep_transitions(
+      data, f'localhost:{pushed_server.port}', 'replay', n=3, discount=0.9)
+  pushed_items = reverb_tables.drain_flat(pushed_server, 'replay')
+  pushed_server.stop()
+
+  with pytest.warns(rlds_reverb.CapacityWarning) as warned:
+    result = rlds_reverb.build_nstep_checkpoint(
+        data, tmp_path / 'ckpt', small, n=3, discount=0.9)
+  server = served([small], spec, tmp_path / 'ckpt')
+
+  made = sum(max(n - 1, 0) for n in LENGTHS[:6])
+  assert [str(w.message) for w in warned] == [
+      f"table 'replay' holds at most 300 items; this build makes {made:,}, "
+      f'so the checkpoint keeps the newest 300 and counts {made - 300:,} of '
+      f'the oldest as removed, as a push into a fifo remover table would '
+      f'leave it.']
+  assert result.evicted == (('replay', made - 300),)
+  assert result.held('replay') == 300
+  reverb_tables.assert_same_flat_items(
+      reverb_tables.drain_flat(server, 'replay'), pushed_items)
+  server.stop()
 
 
 def test_a_uniform_table_samples_at_once_and_a_ratio_table_too(source,
@@ -175,28 +209,47 @@ def test_a_table_too_small_keeps_the_newest_as_a_fifo_push_leaves_it(
   server.stop()
 
 
-def test_a_directory_with_a_checkpoint_is_refused_unless_appended(
+def test_a_directory_that_is_not_new_or_empty_is_refused_before_reading(
     source, tmp_path):
+  """A build goes into a new or empty directory: a second build there would
+  hide the first (a server loads the newest), and a build's directory must
+  hold nothing a server's checkpointer would delete (issue 39)."""
   data = rlds_reverb.load(source).take(3)
-  first = rlds_reverb.build_checkpoint(data, tmp_path, 'replay')
+  built = tmp_path / 'built'
+  first = rlds_reverb.build_checkpoint(data, built, 'replay')
+  name = os.path.basename(first.path)
+  unfinished = tmp_path / 'unfinished' / '2026-01-01T00:00:00+00:00'
+  unfinished.mkdir(parents=True)
+  (unfinished / checkpoints.directories.BUILD_MARK).write_text('{}')
+  (unfinished / checkpoints.CHUNKS).write_bytes(b'x' * 2048)
+  project = tmp_path / 'project'
+  (project / 'src').mkdir(parents=True)
+  (project / 'README.md').write_text('mine')
+  (project / 'zz_results.csv').write_text('mine')
 
   def never_read(episodes, steps):
     raise AssertionError('the directory is checked before the data is read')
 
-  with pytest.raises(rlds_reverb.CheckpointWriteError,
-                     match='already holds a Reverb checkpoint'):
-    rlds_reverb.build_checkpoint(data, tmp_path, 'replay', on_read=never_read)
-  second = rlds_reverb.build_checkpoint(data.skip(2).take(1), tmp_path,
-                                        'replay', append=True)
-
-  assert sorted(os.listdir(tmp_path)) == sorted(
-      [os.path.basename(first.path), os.path.basename(second.path)])
-  server = served([tables.TableOptions('replay')], signature_of(data),
-                  tmp_path)
-  size = reverb.Client(f'localhost:{server.port}').server_info(
-      timeout=10)['replay'].current_size
-  assert size == second.items == LENGTHS[2] - 1
-  server.stop()
+  cases = [
+      (built, f'{built} already holds a checkpoint ({name}), which a '
+              f'server loads instead of any other there'),
+      (built / name, f'{built / name} is itself a checkpoint'),
+      (unfinished.parent,
+       f'{unfinished.parent} holds an unfinished build ({unfinished.name}, '
+       f'2.0 KB without a DONE file, left by a build that was killed; '
+       f'remove it to use {unfinished.parent})'),
+      (project, f'{project} is not empty: it holds README.md, src, '
+                f'zz_results.csv'),
+  ]
+  for directory, problem in cases:
+    before = sorted(os.walk(directory))
+    with pytest.raises(rlds_reverb.CheckpointWriteError) as raised:
+      rlds_reverb.build_checkpoint(data, directory, 'replay',
+                                   on_read=never_read)
+    assert str(raised.value) == (
+        f'Cannot write a checkpoint: {problem}; a build writes into a new or '
+        f'empty directory.')
+    assert sorted(os.walk(directory)) == before
 
 
 def test_malformed_data_writes_nothing_and_skip_leaves_it_out(tmp_path):
@@ -211,7 +264,7 @@ def test_malformed_data_writes_nothing_and_skip_leaves_it_out(tmp_path):
   with pytest.raises(rlds_reverb.MalformedEpisodeError,
                      match=r'^Terminal step must be the last step of an episode. \(episode 2, step 1\)'):
     rlds_reverb.build_checkpoint(data, tmp_path / 'ckpt', 'replay')
-  assert os.listdir(tmp_path / 'ckpt') == []  # Made and checked, then left.
+  assert not (tmp_path / 'ckpt').exists()  # Checked, never made.
   result = rlds_reverb.build_checkpoint(data, tmp_path / 'ckpt', 'replay',
                                         on_invalid='skip')
 
@@ -234,8 +287,7 @@ def test_an_interrupted_build_leaves_nothing_a_server_loads(source, tmp_path):
                                  on_built=interrupt)
 
   assert 'Nothing was written' in raised.value.__notes__[0]
-  assert os.listdir(tmp_path / 'ckpt') == []
-  assert checkpoints.find(os.fspath(tmp_path / 'ckpt')).newest is None
+  assert not (tmp_path / 'ckpt').exists()  # Made by the build, removed.
 
 
 @pytest.mark.slow

@@ -10,10 +10,10 @@
     frames, strings, bools, two tensors in one chunk, columns chunked
     differently, a squeezed column) load and sample back exactly.
   * A rate-limited table (MinSize, SampleToInsertRatio) samples at once.
-  * Hard edges: a root that holds a checkpoint, settings or items a server
-    would refuse, a build killed mid-way (SIGKILL), failing at close or on a
-    full disk (a 256 KB tmpfs, where mounting is allowed): the root then
-    loads as before.
+  * Hard edges: a root that is not new or empty, settings or items a server
+    would refuse, a build killed mid-way (SIGKILL: an unfinished build, which
+    loads nothing), failing at close or on a full disk (a 256 KB tmpfs,
+    where mounting is allowed): nothing is left.
   * Records do not depend on the batches the writer cuts them in.
 """
 
@@ -315,21 +315,18 @@ def drained_values(root):
   return values
 
 
-def test_root_with_a_checkpoint_is_refused_unless_appending(tmp_path):
+def test_root_with_a_checkpoint_is_refused(tmp_path):
   first = small_checkpoint(tmp_path, 2)
 
   with pytest.raises(CheckpointWriteError) as raised:
     small_checkpoint(tmp_path, 3)
 
   assert str(raised.value) == (
-      f'{tmp_path} already holds a Reverb checkpoint '
-      f'({os.path.basename(first)}), which a server would load; write to '
-      f'another directory, or append a new checkpoint (which the server then '
-      f'loads instead).')
+      f'Cannot write a checkpoint: {tmp_path} already holds a checkpoint '
+      f'({os.path.basename(first)}), which a server loads instead of any '
+      f'other there; a build writes into a new or empty directory.')
+  assert directories.find(tmp_path).complete == (os.path.basename(first),)
   assert drained_values(tmp_path) == [[0.0], [1.0]]
-  second = small_checkpoint(tmp_path, 3, append=True)
-  assert directories.find(tmp_path).newest == os.path.basename(second)
-  assert drained_values(tmp_path) == [[0.0], [1.0], [2.0]]
 
 
 def test_checkpoint_names_sort_as_reverbs_own(tmp_path):
@@ -343,7 +340,7 @@ def test_checkpoint_names_sort_as_reverbs_own(tmp_path):
   assert len(ours.split('T')[0]) == len(theirs.split('T')[0]) == 10
   assert ours[-6:] == theirs[-6:]  # The same UTC offset, '+hh:mm'.
   assert theirs < ours
-  assert os.path.basename(small_checkpoint(tmp_path, append=True)) > theirs
+  assert os.path.basename(small_checkpoint(tmp_path / 'new')) > theirs
 
 
 def killed_mid_write(root) -> str:
@@ -359,8 +356,7 @@ def killed_mid_write(root) -> str:
       from rlds_reverb import tables
       settings = dataclasses.replace(
           tables.settings(tables.fifo('small', 10**6)), signature={signature!r})
-      writer = checkpoints.CheckpointWriter({os.fspath(root)!r}, [settings],
-                                            append=True)
+      writer = checkpoints.CheckpointWriter({os.fspath(root)!r}, [settings])
       keys = checkpoints.Keys()
       count = 100_000
       for half in range(2):
@@ -395,16 +391,15 @@ def killed_mid_write(root) -> str:
 
 
 def test_build_killed_mid_write_leaves_nothing_loadable(tmp_path):
-  empty_root, root = tmp_path / 'empty', tmp_path / 'previous'
-  previous = small_checkpoint(root, 2)
+  root = tmp_path / 'built'
 
-  killed = [killed_mid_write(empty_root), killed_mid_write(root)]
+  killed = killed_mid_write(root)
 
-  assert os.path.getsize(os.path.join(killed[1], directories.ITEMS)) > 0
-  assert directories.find(root).incomplete == (os.path.basename(killed[1]),)
-  assert directories.find(root).newest == os.path.basename(previous)
-  assert drained_values(empty_root) == []
-  assert drained_values(root) == [[0.0], [1.0]]
+  assert os.path.getsize(os.path.join(killed, directories.ITEMS)) > 0
+  found = directories.find(root)
+  assert (found.unfinished, found.complete, found.incomplete) == (
+      (os.path.basename(killed),), (), ())
+  assert drained_values(root) == []
 
 
 def items_and_chunks(writer, count=3, times=None, chunk_keys=None):
@@ -465,10 +460,9 @@ REFUSED = {
 @pytest.mark.parametrize('case', sorted(REFUSED))
 def test_refused_build_leaves_the_root_as_it_was(tmp_path, case):
   build, message = REFUSED[case]
-  small_checkpoint(tmp_path, 2)
   settings = small_settings(max_size=5)
-  writer = checkpoints.CheckpointWriter(os.fspath(tmp_path), [settings],
-                                        append=True)
+  writer = checkpoints.CheckpointWriter(os.fspath(tmp_path / 'new'),
+                                        [settings])
 
   with pytest.raises(CheckpointWriteError) as raised:
     with writer:
@@ -482,8 +476,7 @@ def test_refused_build_leaves_the_root_as_it_was(tmp_path, case):
     assert text.endswith(message[message.rindex('}') + 1:]), text
   else:
     assert text == message
-  assert not os.path.exists(writer.path)
-  assert drained_values(tmp_path) == [[0.0], [1.0]]
+  assert not os.path.exists(tmp_path / 'new')  # Made, then removed.
 
 
 def limits(**kwargs):
@@ -621,9 +614,8 @@ def test_full_disk_is_one_error_and_leaves_nothing(tiny_disk):
 def test_roots_and_tables_a_checkpoint_cannot_be_written_for(tmp_path):
   settings = small_settings()
   (tmp_path / 'file').write_text('')
-  future = tmp_path / 'future' / '2999-01-01T00:00:00+00:00'
-  future.mkdir(parents=True)
-  (future / directories.DONE).write_text('')
+  (tmp_path / 'notes').mkdir()
+  (tmp_path / 'notes' / 'notes.txt').write_text('mine')
   cases = [
       (dict(root=tmp_path / 'a', tables=[settings, settings]),
        "Checkpoint tables ['small', 'small']: at least one, each name "
@@ -631,11 +623,9 @@ def test_roots_and_tables_a_checkpoint_cannot_be_written_for(tmp_path):
       (dict(root=tmp_path / 'file', tables=[settings]),
        f'Cannot write a checkpoint: {tmp_path / "file"} is not a '
        f'directory.'),
-      (dict(root=tmp_path / 'future', tables=[settings], append=True),
-       f'{tmp_path / "future"} holds the checkpoint '
-       f'2999-01-01T00:00:00+00:00, whose name sorts after the new one '
-       f'({{name}}): Reverb loads the last name with a DONE file, so the new '
-       f'one would not load (a clock or time zone ahead of this one?).'),
+      (dict(root=tmp_path / 'notes', tables=[settings]),
+       f'Cannot write a checkpoint: {tmp_path / "notes"} is not empty: it '
+       f'holds notes.txt; a build writes into a new or empty directory.'),
   ]
   for options, message in cases:
     with pytest.raises(CheckpointWriteError) as raised:

@@ -1,13 +1,12 @@
 """`rlds-reverb build`, run as users run it.
 
-A build served by a real `rlds-reverb serve --checkpoint-dir` process holds
-what a push of the same data into a real server holds, item by item;
---append writes a newer checkpoint that a server loads instead; a directory
-holding one is refused without it; bad options are usage errors; a real
-SIGINT or SIGKILL in the middle of a build leaves nothing a server loads.
+A build served by a real `rlds-reverb serve --from-checkpoint` process holds
+what a push of the same data into a real server holds, item by item, and
+stays as it was; bad options are usage errors; a real SIGINT or SIGKILL in
+the middle of a build leaves nothing a server loads (the refusals of --out
+and of serve's directories: tests/test_checkpoint_dirs.py).
 """
 
-import os
 import pathlib
 import signal
 import subprocess
@@ -50,9 +49,19 @@ def without_seconds(line: str) -> str:
   return head
 
 
-def test_build_is_served_as_push_writes_it_and_append_is_loaded_instead(
+def tree(path) -> list:
+  """Every file under `path` with its bytes: what a server must not change."""
+  return sorted((str(file), file.read_bytes())
+                for file in pathlib.Path(path).rglob('*') if file.is_file())
+
+
+def test_a_build_is_served_as_push_writes_it_and_stays_as_it_was(
     dataset, signature, pushed_items, tmp_path):
-  out = tmp_path / 'ckpt'
+  """The printed command starts a real server from the build, whose own
+  checkpoints go elsewhere: the build is a seed, left byte for byte as it
+  was, for the next server (issue 39: the server's first checkpoint deleted
+  it)."""
+  out = tmp_path / 'built'
   built = run_cli_here('build', '--dataset', dataset, '--out', out,
                        '--table', TABLE, '--sampler', 'fifo')
   assert built.returncode == 0, built.stderr
@@ -63,48 +72,44 @@ def test_build_is_served_as_push_writes_it_and_append_is_loaded_instead(
       f"built {path}: 3 episodes; 6 items in '{TABLE}'; "
       f'{wording.size(size_on_disk(path))} on disk')
   assert serve_line == (f'serve it: rlds-reverb serve --dataset {dataset} '
-                        f'--checkpoint-dir {out} --table {TABLE}')
+                        f'--from-checkpoint {out} --table {TABLE}')
   assert built.stderr.splitlines() == [
-      "rlds-reverb: (the checkpoint's table settings replace serve's table "
-      'options: serve needs only its table names)']
+      'rlds-reverb: (the build is a seed, never changed: add '
+      "--checkpoint-dir with a new directory to keep the server's own "
+      'checkpoints)',
+      "rlds-reverb: (serve needs only the table names: the checkpoint's "
+      'table settings replace its table options)']
+  files = tree(out)
 
-  # The command it printed, with no table options: the checkpoint's fifo
-  # sampler replaces serve's default one.
-  with Serve(dataset, tmp_path / 'serve.err', checkpoint_dir=out,
-             table_args=('--table', TABLE)) as serve:
-    assert f'loading checkpoint {path}: 6 items' in serve.stderr()
+  own = tmp_path / 'own'
+  with Serve(dataset, tmp_path / 'serve.err', checkpoint_dir=own,
+             from_checkpoint=out,
+             table_args=('--table', TABLE, '--max-size', '4')) as serve:
+    stderr = serve.stderr()
+    assert (f"rlds-reverb: table '{TABLE}': --max-size 4 is ignored: the "
+            "checkpoint's settings replace the table options (max_size "
+            '1,000,000, sampler fifo, remover fifo, min_size 1)') in stderr
+    assert (f'rlds-reverb: loading checkpoint (--from-checkpoint, only read) '
+            f'{path}: 6 items') in stderr
+    assert (f"rlds-reverb: the server's own checkpoints go to {own} (at "
+            'SIGUSR1, at stop and for export --server; Reverb keeps the '
+            f'newest); the seed {path} is only read, never changed') in stderr
     assert item_keys(reverb_tables.drain(serve.address, TABLE)) == (
         item_keys(pushed_items))
-    serve.process.kill()  # No checkpoint at stop: ours stays the newest.
-  assert checkpoints.find(str(out)).complete == (name,)
+    serve.process.send_signal(signal.SIGUSR1)
+    serve.wait_for_note(f'checkpoint written to {own}')
+    assert serve.stop(signal.SIGTERM) == 0, serve.stderr()
 
-  refused = run_cli_here('build', '--dataset', dataset, '--out', out)
-  assert (refused.returncode, refused.stdout) == (2, '')
-  assert refused.stderr.splitlines() == [
-      f'rlds-reverb: error: --out: {out} already holds a Reverb checkpoint '
-      f'({name}), which a server would load; give --append to write a new '
-      'one beside it (the one a server then loads), or another --out']
-
-  appended = run_cli_here('build', '--dataset', dataset, '--out', out,
-                          '--append', '--table', TABLE, '--sampler', 'fifo',
-                          '--max-size', '4')
-  assert appended.returncode == 0, appended.stderr
-  older, newer = checkpoints.find(str(out)).complete
-  assert older == name
-  assert without_seconds(appended.stdout.splitlines()[0]) == (
-      f"built {out / newer}: 3 episodes; 4 items in '{TABLE}' (the oldest 2 "
-      f'of 6 left out by its max_size); '
-      f'{wording.size(size_on_disk(out / newer))} on disk')
-  [warning] = [line for line in appended.stderr.splitlines()
-               if 'warning' in line]
-  assert warning.startswith(f"rlds-reverb: warning: table '{TABLE}' holds at "
-                            'most 4 items; this build makes 6'), warning
-  server = reverb.Server(
+  assert tree(out) == files
+  found = checkpoints.find(str(own))
+  assert len(found.complete) == 1 and not found.built, found
+  server = reverb.Server(  # The next server starts from the same build.
       [reverb_tables.fifo_table(TABLE, signature)],
-      checkpointer=reverb.checkpointers.DefaultCheckpointer(str(out)))
+      checkpointer=reverb.checkpointers.DefaultCheckpointer(
+          str(tmp_path / 'next'), fallback_checkpoint_path=str(path)))
   try:
     assert item_keys(reverb_tables.drain(server, TABLE)) == (
-        item_keys(pushed_items[2:]))
+        item_keys(pushed_items))
   finally:
     server.stop()
 
@@ -148,7 +153,7 @@ def test_workers_build_one_checkpoint_per_server(dataset, signature,
   lines = built.stdout.splitlines()
   assert lines[2:] == [
       f'serve server {k} of 2: rlds-reverb serve --dataset {dataset} '
-      f'--checkpoint-dir {out}/server-{k}-of-2 --table {TABLE}'
+      f'--from-checkpoint {out}/server-{k}-of-2 --table {TABLE}'
       for k in range(2)]
   drained = []
   for k, summary in enumerate(lines[:2]):
@@ -160,7 +165,9 @@ def test_workers_build_one_checkpoint_per_server(dataset, signature,
         f"in '{TABLE}'; {wording.size(size_on_disk(root / name))} on disk")
     server = reverb.Server(
         [reverb_tables.fifo_table(TABLE, signature)],
-        checkpointer=reverb.checkpointers.DefaultCheckpointer(str(root)))
+        checkpointer=reverb.checkpointers.DefaultCheckpointer(
+            str(tmp_path / f'own-{k}'),
+            fallback_checkpoint_path=str(root / name)))
     try:
       drained += reverb_tables.drain(server, TABLE)
     finally:
@@ -204,9 +211,9 @@ def test_ctrl_c_mid_build_writes_nothing_and_says_so(big_dataset, tmp_path):
   assert (process.returncode, stdout) == (130, ''), stderr
   assert error_lines(stderr) == [
       f'rlds-reverb: error: interrupted; nothing was written ({out} holds no '
-      'new checkpoint)']
+      'checkpoint)']
   assert 'Traceback' not in stderr
-  assert os.listdir(out) == []  # The unfinished checkpoint was removed.
+  assert not out.exists()  # The unfinished checkpoint, and --out, removed.
 
 
 @pytest.mark.slow
@@ -216,7 +223,7 @@ def test_sigkill_mid_build_leaves_nothing_a_server_loads(
   process = signalled_mid_build(big_dataset, out, signal.SIGKILL)
   assert process.returncode == -signal.SIGKILL
   found = checkpoints.find(str(out))
-  assert found.newest is None and len(found.incomplete) == 1, found
+  assert found.newest is None and len(found.unfinished) == 1, found
   server = reverb.Server(
       [reverb_tables.fifo_table(TABLE)],
       checkpointer=reverb.checkpointers.DefaultCheckpointer(str(out)))

@@ -87,9 +87,9 @@ def test_incomplete_checkpoint_starts_empty_and_write_failures_are_one_line(
   (root / name / checkpoints.DONE).unlink()
   with Serve(dataset, tmp_path / 'serve.err', root) as serve:
     stderr = serve.stderr()
-    assert (f'1 incomplete checkpoint in {root} (no DONE file; was a server '
-            f'stopped while writing?): {name}. Reverb ignores it, starts the '
-            'table empty' in stderr)
+    assert (f'1 incomplete checkpoint in {root} (no DONE file: a server '
+            f'stopped while writing?): {name}. Reverb ignores it, starts '
+            'without it' in stderr)
     assert (f"no complete checkpoint in {root}; table '{TABLE}' starts "
             'empty' in stderr)
     assert serve.size() == 0
@@ -213,11 +213,11 @@ def test_checkpoint_with_unserved_tables_is_refused_before_reverb_starts(
                         '--checkpoint-dir', root)
   assert (result.returncode, result.stdout) == (2, '')
   assert result.stderr.splitlines() == [
-      f"rlds-reverb: error: --checkpoint-dir: checkpoint {path} holds tables "
+      f"rlds-reverb: error: checkpoint {path} holds tables "
       f"'{OTHER}', '{TABLE}', but serve serves '{TABLE}', and Reverb fails to "
       'load a table it does not serve: serve every table it holds (--table '
       f"{OTHER} --table {TABLE}; the checkpoint's settings replace their "
-      'options), or use another --checkpoint-dir']
+      'options), or start from another checkpoint']
   # A tables file cut short: Reverb would not load it either.
   tables_file = pathlib.Path(path) / checkpoints.TABLES
   tables_file.write_bytes(tables_file.read_bytes()[:20])
@@ -226,7 +226,7 @@ def test_checkpoint_with_unserved_tables_is_refused_before_reverb_starts(
   assert (result.returncode, result.stdout) == (2, '')
   assert error_lines(result.stderr) == result.stderr.splitlines()
   assert result.stderr.startswith(
-      f'rlds-reverb: error: --checkpoint-dir: cannot read checkpoint {path}: '
+      f'rlds-reverb: error: cannot read checkpoint {path}: '
   ), result.stderr
 
 

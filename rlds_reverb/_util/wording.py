@@ -5,7 +5,7 @@ Every number a message or a command prints is grouped by thousands
 (`number`), so the same count reads the same wherever it shows.
 """
 
-from typing import Optional
+from typing import Optional, Sequence
 
 
 def count(number: int, singular: str, plural: Optional[str] = None) -> str:
@@ -37,3 +37,10 @@ def size(num_bytes: float) -> str:
       value = num_bytes / scale
       return f'{value:,.0f} {unit}' if value >= 9.95 else f'{value:.1f} {unit}'
   return f'{int(round(num_bytes))} B'
+
+
+def listed(names: Sequence[str], most: int = 3) -> str:
+  """'a, b, c and 2 more': at most `most` names, then how many others."""
+  shown = ', '.join(names[:most])
+  return shown + (f' and {len(names) - most} more' if len(names) > most
+                  else '')

@@ -58,7 +58,6 @@ class BuildCheckpoints(beam.PTransform):
     servers: S.
     options: what is written (`PushOptions`).
     on_invalid: 'raise' or 'skip'.
-    append: as for `build_checkpoint`, for every server's root.
     batch_steps: steps converted at once.
 
   Returns (from `expand`) the skipped episodes (`SkippedEpisode`s) and the
@@ -67,7 +66,7 @@ class BuildCheckpoints(beam.PTransform):
 
   def __init__(self, directory: str, tables, step_spec: Any, *,
                servers: int = 1, options: Optional[PushOptions] = None,
-               on_invalid: str = 'raise', append: bool = False,
+               on_invalid: str = 'raise',
                batch_steps: int = write.BATCH_STEPS):
     super().__init__()
     if servers < 1:
@@ -89,7 +88,6 @@ class BuildCheckpoints(beam.PTransform):
                 options.chunk_length)
     self._write = _WriteParts(self.directory, servers, step_spec, names,
                               options, on_invalid, batch_steps)
-    self._append = append
 
   def expand(self, episodes):
     written = episodes | 'Parts' >> beam.ParDo(self._write).with_outputs(
@@ -100,7 +98,7 @@ class BuildCheckpoints(beam.PTransform):
              | 'AllParts' >> beam.Flatten()
              | 'ByServer' >> beam.GroupByKey()
              | 'Merge' >> beam.Map(_merge, self.directory, self.servers,
-                                   self.settings, self._append))
+                                   self.settings))
     return {'built': built, 'skipped': written[write.SKIPPED]}
 
 
@@ -173,14 +171,14 @@ class _WriteParts(beam.DoFn):
       self._router.add(positions[int(index)], rows)
 
 
-def _merge(element, directory: str, servers: int, settings,
-           append: bool) -> Dict[str, Any]:
+def _merge(element, directory: str, servers: int, settings
+           ) -> Dict[str, Any]:
   """Server k's parts merged into its checkpoint; the parts removed."""
   server, paths = element
   paths = sorted(path for path in paths if path is not None)
   merged = parts_lib.merge(paths, parts_lib.server_root(directory, server,
                                                         servers),
-                           settings, append=append)
+                           settings)
   parts_lib.remove(paths)
   counters = dict(episodes=merged.episodes, trajectories=merged.steps,
                   items=merged.items,

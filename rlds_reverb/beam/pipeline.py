@@ -115,7 +115,7 @@ def build(src: Union[str, Sequence[str]], directory: str, tables, *,
           servers: int = 1, split: str = 'train',
           data_dir: Optional[str] = None, runner: str = 'DirectRunner',
           options: Sequence[Tuple[str, str]] = (), on_invalid: str = 'raise',
-          parts_per_file: Optional[int] = None, append: bool = False,
+          parts_per_file: Optional[int] = None,
           push_options: Optional[PushOptions] = None, **settings) -> list:
   """Builds one checkpoint per server from `src` with a Beam pipeline on
   `runner`: ReadEpisodes | BuildCheckpoints (episode I -> server I % S).
@@ -128,7 +128,6 @@ def build(src: Union[str, Sequence[str]], directory: str, tables, *,
     tables: as for `rlds_reverb.build_checkpoint`.
     servers: S.
     on_invalid: 'raise' or 'skip'.
-    append: as for `build_checkpoint`, for every server's root.
     push_options, **settings: what is written, as for `push`.
 
   Returns:
@@ -148,7 +147,7 @@ def build(src: Union[str, Sequence[str]], directory: str, tables, *,
                                options=push_options)
   builder = build_lib.BuildCheckpoints(
       directory, tables, episodes.step_spec, servers=servers,
-      options=push_options, on_invalid=on_invalid, append=append)
+      options=push_options, on_invalid=on_invalid)
   pipeline = beam.Pipeline(runner=runner, options=PipelineOptions(
       [f'--{key}={value}' for key, value in options]))
   _ = pipeline | 'ReadEpisodes' >> episodes | 'BuildCheckpoints' >> builder

@@ -70,12 +70,21 @@ def checkpoint_load(path: str) -> CheckpointLoad:
     items.append((table.name, counts.inserted - counts.deleted))
     settings.append(table)
   return CheckpointLoad(path=path, items=tuple(items),
-                        bytes=_size_on_disk(path), settings=tuple(settings))
+                        bytes=directories.tree_size(path), settings=tuple(settings))
 
 
-def _size_on_disk(path: str) -> int:
-  return sum(os.path.getsize(os.path.join(parent, name))
-             for parent, _, names in os.walk(path) for name in names)
+def check_files(path: str) -> None:
+  """Every file of the checkpoint `path` read whole, as a server is about to
+  load it: dm-reverb's loader says only 'corrupted record at 0' of a damaged
+  file, naming none. Here the first damaged file is named, in the words
+  `export --checkpoint` uses. Streams (memory stays a block); about a second
+  per few hundred MB.
+
+  Raises:
+    CheckpointError: a file missing, cut short or damaged, naming it.
+  """
+  for name in (directories.TABLES, directories.ITEMS, directories.CHUNKS):
+    records.check_whole(os.path.join(path, name))
 
 
 def about(seconds: float) -> str:

@@ -38,12 +38,13 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 
 from rlds_reverb._util import files
+from rlds_reverb.checkpoints import directories
 from rlds_reverb.checkpoints import messages
 from rlds_reverb.checkpoints import table_settings
 from rlds_reverb.checkpoints import writer as writer_lib
 from rlds_reverb.errors import CheckpointWriteError
 
-PARTS = '.parts'  # Under the build's directory, while it runs.
+PARTS = directories.PARTS  # Under the build's directory, while it runs.
 SUFFIX = '.npz'  # A part: present only once whole.
 CHUNKS_SUFFIX = '.chunks'
 _COPY_BYTES = 16 << 20  # Chunk records copied at once.
@@ -84,6 +85,18 @@ def remove(paths: Sequence[str]) -> None:
 def remove_parts(directory: str) -> None:
   """Removes every part (whole or not) under `directory`."""
   shutil.rmtree(os.path.join(directory, PARTS), ignore_errors=True)
+
+
+def remove_empty_roots(directory: str, servers: int, made: bool) -> None:
+  """After a build that left nothing: the servers' roots it made, and
+  `directory` if it `made` it, each only if empty (never another's files)."""
+  roots = [server_root(directory, k, servers) for k in range(servers)]
+  roots = [root for root in roots if root != directory]
+  for root in roots + ([directory] if made else []):
+    try:
+      os.rmdir(root)
+    except OSError:
+      pass  # Missing, or not empty.
 
 
 class PartWriter:
@@ -225,7 +238,7 @@ class Merged:
 
 def merge(parts: Sequence[str], root: str,
           settings: Sequence[table_settings.TableSettings], *,
-          append: bool = False, now_ns: Optional[int] = None) -> Merged:
+          now_ns: Optional[int] = None) -> Merged:
   """One checkpoint under `root` of the items of `parts` (paths of whole
   parts of one server), in position order; a table's oldest items past its
   max_size left out and counted as deleted.
@@ -245,7 +258,7 @@ def merge(parts: Sequence[str], root: str,
   runs = _ordered_runs(read)
   total = int(sum(run[2] for run in runs))
   evicted = {s.name: max(0, total - s.max_size) for s in settings}
-  with writer_lib.CheckpointWriter(root, settings, append=append) as writer:
+  with writer_lib.CheckpointWriter(root, settings) as writer:
     for part in read:
       writer.add_chunk_records(part.chunk_buffers(), part.chunk_keys)
     start = time.time_ns() if now_ns is None else now_ns

@@ -7,15 +7,16 @@ server's `DefaultCheckpointer` loads at start.
       close(counts)               -> root/<time>/tables.tfrecord, then fsync of
                                      the files and directories, then DONE
 
-A server loads the newest subdirectory of `root` that has `DONE`
-(`directories`), so until `close` writes it nothing here is loadable: a
-build that fails, is killed or runs out of disk leaves a directory Reverb
-skips without a word, and the root loads as it did before (empty, or its
-previous checkpoint). A failure this writer sees (bad input, a full disk)
-removes the directory and closes the writer. The directory is named as
-Reverb names its own (`checkpoint_name`: the local time, RFC 3339,
-nanoseconds), after the root's newest checkpoint, so that it is the one
-loaded.
+The root is new or empty (`check_root`): the checkpoint is a build, a seed
+that servers load through `DefaultCheckpointer(own_root,
+fallback_checkpoint_path=path)`, never a root they write to (Reverb's
+checkpointer deletes what else a root holds). `BUILD_MARK` goes in first,
+`DONE` last, so until `close` writes it nothing here is loadable, and a
+build that fails, is killed or runs out of disk leaves a directory that says
+it is an unfinished build. A failure this writer sees (bad input, a full
+disk, Ctrl-C) removes the directory, and the root if it made it, and closes
+the writer. The directory is named as Reverb names its own
+(`checkpoint_name`: the local time, RFC 3339, nanoseconds).
 
 What the loader would refuse, crash on or silently get wrong is checked
 before `DONE`: an item of a table not given, more items than the table's
@@ -28,6 +29,7 @@ a chunk never written (the load fails). Keys are the writer's to choose:
 import contextlib
 import dataclasses
 import datetime
+import json
 import os
 import shutil
 import time
@@ -66,26 +68,51 @@ def checkpoint_name(now_ns: Optional[int] = None) -> str:
           f'{offset[:3]}:{offset[3:]}')
 
 
-def check_root(root: str, append: bool = False) -> directories.Checkpoints:
-  """Raises unless a new checkpoint can go into `root`: a writable directory
-  (or one that can be made) without a checkpoint, unless `append`. Returns
-  its checkpoints. Called again by `CheckpointWriter`; a build calls it
-  first, before reading its data.
+def check_root(root: str) -> directories.Checkpoints:
+  """Raises unless a new checkpoint can go into `root`: a directory that is
+  new (and can be made) or empty but for a build's own parts. Returns what
+  it holds. Called again by `CheckpointWriter`; a build calls it first,
+  before reading its data.
+
+  Why empty: a server loads only the newest checkpoint of a directory, so a
+  second build there would hide the first; and a build's directory is what
+  users hand to servers, whose checkpointer deletes everything else in a
+  root it writes to.
 
   Raises:
-    CheckpointWriteError: naming the root and what is wrong.
+    CheckpointWriteError: naming the root and what is in the way.
   """
   root = os.fspath(root)
-  error = directories.writable_error(root)
+  error = directories.writable_error(root, create=False)
   if error:
     raise CheckpointWriteError(f'Cannot write a checkpoint: {error}.')
   found = directories.find(root)
-  if found.newest and not append:
+  problem = not_empty_text(found)
+  if problem:
     raise CheckpointWriteError(
-        f'{root} already holds a Reverb checkpoint ({found.newest}), which '
-        f'a server would load; write to another directory, or append a new '
-        f'checkpoint (which the server then loads instead).')
+        f'Cannot write a checkpoint: {problem}; a build writes into a new '
+        f'or empty directory.')
   return found
+
+
+def not_empty_text(found: directories.Checkpoints) -> Optional[str]:
+  """What in `found` keeps a build out of it (its parts do not), or None."""
+  root = found.root
+  if found.is_checkpoint:
+    return f'{root} is itself a checkpoint'
+  if found.complete:
+    return (f'{root} already holds a checkpoint ({found.complete[-1]}), '
+            f'which a server loads instead of any other there')
+  if found.unfinished:
+    size = wording.size(directories.tree_size(
+        found.path(found.unfinished[-1])))
+    return (f'{root} holds an unfinished build ({found.unfinished[-1]}, '
+            f'{size} without a {directories.DONE} file, left by a build that '
+            f'was killed; remove it to use {root})')
+  held = found.incomplete + found.servers + found.others
+  if held:
+    return f'{root} is not empty: it holds {wording.listed(held)}'
+  return None
 
 
 class Keys:
@@ -136,23 +163,21 @@ class CheckpointWriter:
 
   def __init__(self, root: str,
                tables: Sequence[table_settings.TableSettings], *,
-               append: bool = False,
                level: int = record_writer.STORED):
     """Creates root/<checkpoint_name()>/ and its chunk and item files.
 
     Args:
-      root: the directory a server's `DefaultCheckpointer(root)` loads from;
-        created if missing.
+      root: a new or empty directory (created if missing, and removed again
+        if the checkpoint is); a server loads the checkpoint through
+        `DefaultCheckpointer(own_root, fallback_checkpoint_path=path)`.
       tables: the settings of every table the checkpoint holds (the server
         must have a table of each name; these settings replace its own).
-      append: write a new checkpoint into a root that holds one (the server
-        then loads the new one); otherwise such a root is refused.
       level: zlib level of the files (0, the default, stores them).
 
     Raises:
-      CheckpointWriteError: the root holds a checkpoint (and not `append`),
-        is not a writable directory; two tables share a name; settings a
-        server would crash or fail on.
+      CheckpointWriteError: the root is not new or empty, or not a writable
+        directory; two tables share a name; settings a server would crash
+        or fail on.
     """
     root = os.fspath(root)
     names = [t.name for t in tables]
@@ -163,13 +188,16 @@ class CheckpointWriter:
       table_settings.check(settings)
     self._tables = {t.name: _TableState(t) for t in tables}
     self.root = root
-    self.path = os.path.join(root, self._new_name(root, append))
+    check_root(root)
+    self._made_root = not os.path.exists(root)
+    self.path = os.path.join(root, checkpoint_name())
     self._chunk_keys = _KeySet(unique=False)
     self._referenced = _KeySet(unique=True)
     self._files: Dict[str, record_writer.RecordWriter] = {}
     self._closed = False
     try:
       os.makedirs(self.path)
+      _write_mark(self.path, tables)
       for name in (directories.CHUNKS, directories.ITEMS):
         self._files[name] = record_writer.RecordWriter(
             os.path.join(self.path, name), level)
@@ -178,17 +206,6 @@ class CheckpointWriter:
       self.abort()
       raise CheckpointWriteError(
           f'Cannot write a checkpoint in {root}: {e.strerror or e}') from e
-
-  def _new_name(self, root: str, append: bool) -> str:
-    found = check_root(root, append)
-    name = checkpoint_name()
-    if found.newest and found.newest >= name:
-      raise CheckpointWriteError(
-          f'{root} holds the checkpoint {found.newest}, whose name sorts '
-          f'after the new one ({name}): Reverb loads the last name with a '
-          f'DONE file, so the new one would not load (a clock or time zone '
-          f'ahead of this one?).')
-    return name
 
   def __enter__(self) -> 'CheckpointWriter':
     return self
@@ -334,6 +351,9 @@ class CheckpointWriter:
     for file in self._files.values():
       file.abort()
     shutil.rmtree(self.path, ignore_errors=True)
+    if self._made_root:
+      with contextlib.suppress(OSError):  # Not empty: another's files.
+        os.rmdir(self.root)
 
   @property
   def sizes(self) -> Dict[str, int]:
@@ -369,6 +389,14 @@ class CheckpointWriter:
           f'{counts.inserted:,} inserted and {counts.deleted:,} deleted, so '
           f'{held:,} held; {state.items:,} items are written.')
     return table_settings.table_record(state.settings, counts)
+
+
+def _write_mark(path: str, tables: Sequence[table_settings.TableSettings]
+                ) -> None:
+  """`BUILD_MARK`, first: the checkpoint is a build's, whole or not."""
+  mark = {'writer': 'rlds_reverb', 'tables': [t.name for t in tables]}
+  with open(os.path.join(path, directories.BUILD_MARK), 'x') as f:
+    json.dump(mark, f)
 
 
 class _KeySet:

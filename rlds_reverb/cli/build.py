@@ -2,8 +2,8 @@
 
     arguments --> TableOptions (serve's table options: cli/tables)
               --> PushOptions (push's item options: push.item_options_of)
-              --> --out DIR: writable, and holding no checkpoint unless
-                  --append (exit 2, before the data is read)
+              --> --out DIR: new or empty, and writable (exit 2, before the
+                  data is read; nothing made until the build writes)
               --> rlds_reverb.build_checkpoint (build_nstep_checkpoint with
                   --n-step): read ahead and checked as push, then written,
                   DONE last; warnings one line each as they come
@@ -11,21 +11,20 @@
                   processes, one checkpoint per server (episode I -> I % S)
                   under DIR/server-K-of-S
               --> a summary: the checkpoint, what it holds, and the serve
-                  command that loads it
+                  command that starts from it
 
 The build is the library's (`rlds_reverb.build`); this module reads the
-arguments, maps usage errors to exit 2, and prints. A server started on DIR
-(`rlds-reverb serve --checkpoint-dir DIR`) loads the newest checkpoint
-there; the checkpoint's table settings replace the server's, so serve needs
-only the tables' names.
+arguments, maps usage errors to exit 2, and prints. A build is a seed:
+`rlds-reverb serve --from-checkpoint DIR` loads it (Reverb's
+`fallback_checkpoint_path`) and never changes it; the checkpoint's table
+settings replace the server's, so serve needs only the tables' names.
 """
 
 import argparse
 import contextlib
-import os
 import shlex
 import warnings
-from typing import Dict, List, Sequence
+from typing import List, Sequence
 
 from rlds_reverb import checkpoints
 from rlds_reverb._util import wording
@@ -39,32 +38,38 @@ from rlds_reverb.cli import tables as table_flags
 HELP = 'write a dataset as a Reverb checkpoint that a server loads at start'
 DESCRIPTION = ('Writes the items a push would write as a new Reverb '
                'checkpoint under --out, with no server: '
-               "'rlds-reverb serve --checkpoint-dir DIR' (or a "
-               "reverb.Server with DefaultCheckpointer(DIR)) then starts "
-               'holding them, at its load speed.')
+               "'rlds-reverb serve --from-checkpoint DIR' (or a "
+               'reverb.Server whose DefaultCheckpointer has it as '
+               'fallback_checkpoint_path) then starts holding them, at its '
+               'load speed, and never changes the build.')
 EPILOG = """\
 examples:
-  rlds-reverb build --dataset DIR --out /data/ckpt
-  rlds-reverb serve --dataset DIR --checkpoint-dir /data/ckpt
-  rlds-reverb build --dataset DIR --out /data/ckpt --max-size 1000000 \\
+  rlds-reverb build --dataset DIR --out /data/built
+  rlds-reverb serve --dataset DIR --from-checkpoint /data/built \\
+      --checkpoint-dir /data/served
+  rlds-reverb build --dataset DIR --out /data/built --max-size 1000000 \\
       --table uniform --table prioritized --sampler prioritized \\
       --priority-exponent 0.6 --sequence-length 3 --images encoded
-  rlds-reverb build --dataset DIR --out /data/ckpt --n-step 3 --gamma 0.99
-  rlds-reverb build --dataset MORE --out /data/ckpt --append
-  rlds-reverb build --dataset DIR --out /data/ckpt --workers 2 --servers 4
+  rlds-reverb build --dataset DIR --out /data/built --n-step 3 --gamma 0.99
+  rlds-reverb build --dataset DIR --dataset MORE --out /data/built2
+  rlds-reverb build --dataset DIR --out /data/built --workers 2 --servers 4
 
 Table options (as serve's) apply to the --table before them; no --table
 builds one table, 'replay'. Item options are push's. The dataset is read
 twice: checked and counted, then built. A table whose --max-size is below
 the items keeps the newest (what a FIFO remover leaves), with a warning.
-A DIR that already holds a checkpoint is refused unless --append, which
-writes a new one beside it (the one a server then loads). The checkpoint's
-DONE file is written last: a failed, interrupted or killed build leaves
-nothing a server loads. The checkpoint's table settings replace the
-server's: serve it with the same table names (and --n-step, --images
-options), without the other table options. --workers N builds in N
-processes; --servers S writes one checkpoint per server (episode I goes to
-server I % S, as 'push --workers' spreads them) into DIR/server-K-of-S.
+DIR must be new or empty (exit 2 otherwise): a server loads one checkpoint,
+so to add data, build all of it into a new DIR (--dataset repeats). The
+checkpoint's DONE file is written last: a failed or interrupted build leaves
+nothing (nor a DIR it made); a killed one leaves an unfinished build, which
+serve and build refuse and name. A build is a seed: serve it with
+--from-checkpoint DIR, the same table names (and --n-step, --images
+options), without the other table options (the checkpoint's settings
+replace them); the server's own checkpoints go to a --checkpoint-dir of
+their own, and the build stays as it is for the next run. --workers N
+builds in N processes; --servers S writes one checkpoint per server
+(episode I goes to server I % S, as 'push --workers' spreads them) into
+DIR/server-K-of-S.
 exit status: 0 built, 1 failure, 2 bad usage or input, 130 interrupted.
 """
 
@@ -72,12 +77,11 @@ exit status: 0 built, 1 failure, 2 bad usage or input, 130 interrupted.
 def add_arguments(parser: argparse.ArgumentParser) -> None:
   options.add_dataset_arguments(parser)
   parser.add_argument('--out', required=True, metavar='DIR',
-                      help=('the checkpoints directory (a server\'s '
-                            '--checkpoint-dir); the checkpoint goes into a '
-                            'new DIR/<time>'))
-  parser.add_argument('--append', action='store_true',
-                      help=('write a new checkpoint into a DIR that holds '
-                            'one (a server then loads the new one)'))
+                      help=('a new or empty directory; the checkpoint goes '
+                            'into DIR/<time> (serve --from-checkpoint DIR '
+                            'loads it)'))
+  # Gone: refused with what to do instead (`check_usage`).
+  parser.add_argument('--append', action='store_true', help=argparse.SUPPRESS)
   parser.add_argument('--workers', type=options.positive_int, default=1,
                       metavar='N',
                       help='build in N processes (default: %(default)s)')
@@ -95,16 +99,14 @@ def run(args: argparse.Namespace) -> int:
   check_usage(args)
   item_options = push.item_options_of(args)
   roots = server_roots(args.out, args.servers)
-  for root in roots:
-    _check_out(root, args.append)
-  before = {root: checkpoints.find(root).complete for root in roots}
+  _check_out(args.out)
   try:
     if args.workers > 1 or args.servers > 1:
       results = _built_by_workers(args, configured, item_options)
     else:
       results = [_checked_build(args, configured, item_options)]
   except KeyboardInterrupt as e:
-    raise output.CliError(_interrupted_text(args.out, before),
+    raise output.CliError(_interrupted_text(args.out, roots),
                           output.EXIT_INTERRUPTED) from e
   names = [table.name for table in configured]
   for result in results:
@@ -114,9 +116,20 @@ def run(args: argparse.Namespace) -> int:
     which = (f'server {server} of {len(roots)}' if len(roots) > 1 else 'it')
     print(f'serve {which}: {serve_command(args, configured, root)}',
           flush=True)
-  output.note("(the checkpoint's table settings replace serve's table "
-              'options: serve needs only its table names)')
+  for line in after_build_notes(args):
+    output.note(line)
   return output.EXIT_OK
+
+
+def after_build_notes(args: argparse.Namespace) -> List[str]:
+  """What to know about the serve command printed: where the server's own
+  checkpoints go, and, if the build had table options, why serve has none."""
+  lines = ['(the build is a seed, never changed: add --checkpoint-dir with a '
+           "new directory to keep the server's own checkpoints)"]
+  if any(table_flags.given_options(args).values()):
+    lines.append("(serve needs only the table names: the checkpoint's "
+                 'table settings replace its table options)')
+  return lines
 
 
 def server_roots(out: str, servers: int) -> List[str]:
@@ -129,6 +142,7 @@ def server_roots(out: str, servers: int) -> List[str]:
 def check_usage(args: argparse.Namespace) -> None:
   """Combinations of options that cannot run: exit 2, before any work."""
   problems = options.image_usage_problems(args)
+  problems.append((args.append, APPEND_GONE))
   if args.n_step:
     problems.append((args.workers > 1 or args.servers > 1,
                      '--n-step builds in one process, one checkpoint: drop '
@@ -149,18 +163,23 @@ def check_usage(args: argparse.Namespace) -> None:
       raise output.CliError(message, output.EXIT_USAGE)
 
 
-def _check_out(out: str, append: bool) -> None:
-  """--out: writable, and holding no checkpoint unless --append (exit 2)."""
-  problem = checkpoints.writable_error(out)
+APPEND_GONE = (
+    '--append is gone: a server loads only the newest checkpoint of a '
+    'directory, so a second build there hid the first. Build all the data '
+    'into a new --out instead: --dataset OLD --dataset MORE')
+
+
+def _check_out(out: str) -> None:
+  """--out: new or empty, and one we can write (exit 2); made only once
+  the build writes, so a build that fails first leaves nothing."""
+  from rlds_reverb.checkpoints import writer  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  problem = checkpoints.writable_error(out, create=False)
+  if not problem:
+    problem = writer.not_empty_text(checkpoints.find(out))
+    if problem:
+      problem += '; give a new or empty directory'
   if problem:
     raise output.CliError(f'--out: {problem}', output.EXIT_USAGE)
-  found = checkpoints.find(out)
-  if found.newest and not append:
-    raise output.CliError(
-        f'--out: {out} already holds a Reverb checkpoint ({found.newest}), '
-        f'which a server would load; give --append to write a new one '
-        f'beside it (the one a server then loads), or another --out',
-        output.EXIT_USAGE)
 
 
 def _checked_build(args, configured, item_options):
@@ -181,8 +200,7 @@ def _built_by_workers(args, configured, item_options):
     return parallel.build_shards(
         args.dataset, args.out, configured, workers=args.workers,
         servers=args.servers, split=args.split, data_dir=args.data_dir,
-        on_invalid=args.on_invalid, options=item_options,
-        append=args.append)
+        on_invalid=args.on_invalid, options=item_options)
 
 
 def _build(args, rlds_data, configured, item_options):
@@ -195,11 +213,11 @@ def _build(args, rlds_data, configured, item_options):
       if args.n_step:
         return rlds_reverb.build_nstep_checkpoint(
             rlds_data, args.out, configured, n=args.n_step,
-            discount=args.gamma, options=item_options, append=args.append,
-            on_built=bars.on_built)
+            discount=args.gamma, options=item_options,
+            on_read=bars.on_read, on_built=bars.on_built)
       return rlds_reverb.build_checkpoint(
           rlds_data, args.out, configured, options=item_options,
-          on_invalid=args.on_invalid, append=args.append,
+          on_invalid=args.on_invalid,
           on_read=bars.on_read, on_built=bars.on_built)
   except errors.DataReadError as e:
     raise output.CliError(str(e), output.EXIT_USAGE) from e
@@ -228,14 +246,23 @@ def _warnings_as_lines():
     yield
 
 
-def _interrupted_text(out: str, before: Dict[str, Sequence[str]]) -> str:
-  """What a Ctrl-C left in --out: the library removes an unfinished
-  checkpoint; one finished just before the interruption is named."""
-  new = [os.path.join(root, name) for root, names in before.items()
-         for name in checkpoints.find(root).complete if name not in names]
-  if new:
-    return f'interrupted after checkpoints were written: {", ".join(new)}'
-  return f'interrupted; nothing was written ({out} holds no new checkpoint)'
+def _interrupted_text(out: str, roots: Sequence[str]) -> str:
+  """What a Ctrl-C left in --out (new or empty before the build): nothing,
+  as the library removes what it had not finished; or, when it came once
+  every DONE was written, the whole build."""
+  done = [found.path(found.newest) for found in map(checkpoints.find, roots)
+          if found.newest]
+  if done and len(done) == len(roots):
+    return (f'interrupted after the build was complete: '
+            f'{wording.noun(len(done), "its checkpoint", "its checkpoints")}'
+            f' {", ".join(done)} {wording.noun(len(done), "is", "are")} whole'
+            ' and kept')
+  if done:
+    return (f'interrupted; {", ".join(done)} '
+            f'{wording.noun(len(done), "is", "are")} whole, but the other '
+            f"servers' checkpoints were not written: remove {out} and build "
+            'again')
+  return f'interrupted; nothing was written ({out} holds no checkpoint)'
 
 
 def summary_text(result, names: Sequence[str]) -> str:
@@ -258,8 +285,9 @@ def _held_text(result, name: str) -> str:
 
 
 def serve_command(args: argparse.Namespace, configured, root: str) -> str:
-  """The `serve` command that loads the checkpoint: the dataset, what the
-  signature depends on (--n-step, --images ...), and the table names only."""
+  """The `serve` command that starts from the checkpoint: the dataset, what
+  the signature depends on (--n-step, --images ...), and the table names
+  only."""
   words: List[str] = ['rlds-reverb', 'serve']
   for source in args.dataset:
     words += ['--dataset', source]
@@ -269,7 +297,7 @@ def serve_command(args: argparse.Namespace, configured, root: str) -> str:
     words += ['--data-dir', args.data_dir]
   if args.strict:
     words.append('--strict')
-  words += ['--checkpoint-dir', root]
+  words += ['--from-checkpoint', root]
   if args.n_step:
     words.append('--n-step')
   if args.images != 'raw':

@@ -14,15 +14,19 @@ and takes no host, so there is no --host, and the line it prints says so. A
 starts (`addresses.check_port_free`): gRPC would open it again with
 SO_REUSEPORT, and clients would reach either server.
 
-With --checkpoint-dir it also says at start which checkpoint Reverb restores
-(Reverb itself is silent, also when it skips an incomplete one), and writes a
-checkpoint on SIGUSR1 while it keeps serving, as
+Checkpoints (`serve_checkpoints`): --checkpoint-dir is the server's own
+root, which Reverb empties of everything else, so it must hold nothing but
+Reverb's own checkpoints; --from-checkpoint is a seed (a build), read and
+never changed. serve says at start which checkpoint Reverb restores and
+where its own go (Reverb itself is silent, also when it skips an incomplete
+one), and writes a checkpoint on SIGUSR1 while it keeps serving, as
 `reverb.Client(ADDRESS).checkpoint()` from Python does. Reverb loads the
 checkpoint inside `reverb.Server(...)` and answers nobody until it is done
-(~7 s per million items): before that, serve says what it loads (items per
-table, size on disk, about how long: `checkpoints.checkpoint_load`, from the
-tables file alone), and refuses a checkpoint holding a table it does not
-serve, which Reverb would fail to load.
+(~7 s per million items): before that, serve reads its files whole (a
+damaged one is named, which Reverb does not), says what it loads (items per
+table, size on disk, about how long: `checkpoints.checkpoint_load`), which
+table options the checkpoint's settings replace, and refuses a checkpoint
+holding a table it does not serve, which Reverb would fail to load.
 """
 
 import argparse
@@ -37,6 +41,7 @@ from rlds_reverb._util import wording
 from rlds_reverb.checkpoints import loading
 from rlds_reverb.cli import options
 from rlds_reverb.cli import output
+from rlds_reverb.cli import serve_checkpoints
 from rlds_reverb.cli import tables as table_flags
 from rlds_reverb.errors import AddressError
 from rlds_reverb.errors import CheckpointError
@@ -55,6 +60,8 @@ examples:
       --table ratio --samples-per-insert 4 --min-size 1000 --error-buffer 400 \\
       --checkpoint-dir /tmp/reverb_ckpt
   kill -USR1 PID    # checkpoint now and keep serving
+  rlds-reverb serve --dataset DIR --from-checkpoint /data/built \\
+      --checkpoint-dir /data/served    # start from a build, keep it as is
 
 Table options apply to the --table before them (--max-size above, given
 first, to all three). At start it prints, per table, e.g. "memory estimate:
@@ -71,10 +78,14 @@ firewall. A --port that another server already listens on is refused
 (exit 2). With --checkpoint-dir it restores the newest complete checkpoint
 there at start (first saying how many items, how big, and about how long
 the load takes: the server answers only once it is loaded), writes one on
-SIGUSR1 and at shutdown, and keeps only the newest: use a directory of its
-own. Every table of that checkpoint must be served (a --table of its name);
-its settings replace the options. 'rlds-reverb build' writes one from a
-dataset; reverb.Client('HOST:PORT').checkpoint() from Python writes one too.
+SIGUSR1 and at shutdown, and keeps only the newest, deleting every other
+entry of the directory: a directory holding anything else is refused (exit
+2). --from-checkpoint starts from a checkpoint that is never changed (what
+'rlds-reverb build' writes, or another server's), loaded while
+--checkpoint-dir holds none. Every table of the loaded checkpoint must be
+served (a --table of its name); its settings replace the table options, and
+serve names the options it ignores. reverb.Client('HOST:PORT').checkpoint()
+from Python writes one too.
 """
 
 # How often the main thread looks at what the signals asked for.
@@ -92,9 +103,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             '--n-step), not trajectories'))
   options.add_image_arguments(parser)
   parser.add_argument('--checkpoint-dir', default=None, metavar='DIR',
-                      help=('load the newest checkpoint there at start (its '
-                            'table settings win over these options) and '
-                            'write one on SIGUSR1 and at shutdown'))
+                      help=("the server's own checkpoints (a new or empty "
+                            'directory, or one only servers wrote to): load '
+                            'the newest there at start (its table settings '
+                            'win over these options) and write one on '
+                            'SIGUSR1 and at shutdown'))
+  parser.add_argument('--from-checkpoint', default=None, metavar='PATH',
+                      help=('start from this checkpoint, or the newest in '
+                            'this directory (a build), when --checkpoint-dir '
+                            'holds none; it is only read, never changed'))
   table_flags.add_arguments(parser)
 
 
@@ -104,8 +121,10 @@ def run(args: argparse.Namespace) -> int:
     if failed:
       raise output.CliError(message, output.EXIT_USAGE)
   _check_port(args.port)
-  found = _checkpoints_to_restore(args.checkpoint_dir)
-  load = _checkpoint_to_load(found, [table.name for table in configured])
+  plan = serve_checkpoints.start(args.checkpoint_dir, args.from_checkpoint)
+  if plan.own is not None:
+    _say(serve_checkpoints.incomplete_text(plan.own))
+  load = _checkpoint_to_load(plan, [table.name for table in configured])
   import reverb  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   from rlds_reverb import specs  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   from rlds_reverb.convert import nstep  # pylint: disable=g-import-not-at-top,import-outside-toplevel
@@ -117,18 +136,29 @@ def run(args: argparse.Namespace) -> int:
   output.note_data(step_format.notes())
   requests = _Requests()
   requests.install()
+  hint = _Hint(args, rlds_data)
   if load:
-    _check_checkpoint_signatures(load, signature)
-    output.note(loading_text(load))
-  server = _start(reverb, args, configured, signature, found)
+    _check_files(load.path)
+    _check_checkpoint_signatures(load, signature, hint)
+    for line in serve_checkpoints.ignored_options_lines(args, load):
+      output.note(line)
+    output.note(loading_text(load, plan))
+  _say(serve_checkpoints.where_text(plan))
+  checkpointer = serve_checkpoints.Checkpointer(reverb, plan)
+  try:
+    server = _start(reverb, args, configured, signature, plan,
+                    checkpointer.checkpointer)
+  except BaseException:
+    checkpointer.close()
+    raise
   names = [table.name for table in configured]
   try:
     client = reverb.Client(f'localhost:{server.port}')
     info = client.server_info(timeout=30)
     for name in names:
-      _check_loaded_table(info, name, signature)
-    if found:
-      output.note(_restored_text(found, info, names))
+      _check_loaded_table(info, name, signature, hint)
+    if plan.own is not None or plan.seed is not None:
+      output.note(_restored_text(plan, info, names))
     measured = _measured_frames(args, rlds_data)
     for line in memory_lines(row_spec, {name: info[name] for name in names},
                              measured):
@@ -142,7 +172,13 @@ def run(args: argparse.Namespace) -> int:
       output.note(_discarded_text(client, names))
   finally:
     server.stop()
+    checkpointer.close()
   return output.EXIT_OK
+
+
+def _say(text: Optional[str]) -> None:
+  if text:
+    output.note(text)
 
 
 def _measured_frames(args, rlds_data) -> Dict[str, float]:
@@ -186,10 +222,14 @@ def _discarded_text(client, names: Sequence[str]) -> str:
   """What stopping without --checkpoint-dir throws away."""
   try:
     info = client.server_info(timeout=5)
-    held = ', '.join(
-        f'{wording.count(info[name].current_size, "item")} of table {name!r}'
-        for name in names)
-    held = f'the {held} are'
+    sizes = {name: info[name].current_size for name in names}
+    held = ', '.join(f'{wording.count(size, "item")} of table {name!r}'
+                     for name, size in sizes.items() if size)
+    if not held:
+      return (f'stopped without --checkpoint-dir; '
+              f'{"every table was" if len(names) > 1 else "the table was"} '
+              'empty, nothing is discarded')
+    held = f'the {held} {"is" if sum(sizes.values()) == 1 else "are"}'
   except Exception:  # pylint: disable=broad-except
     # Still say it, without the counts.
     held = (f'{wording.noun(len(names), "table")} '
@@ -254,45 +294,43 @@ def _checkpoint(client, checkpoint_dir: str) -> str:
                           f'{output.error_line(e)}') from e
 
 
-def _checkpoints_to_restore(checkpoint_dir):
-  """What Reverb will load from --checkpoint-dir; warns of what it skips."""
-  if not checkpoint_dir:
-    return None
-  problem = checkpoints.writable_error(checkpoint_dir)
-  if problem:
-    raise output.CliError(f'--checkpoint-dir: {problem}', output.EXIT_USAGE)
-  found = checkpoints.find(checkpoint_dir)
-  if found.incomplete:
-    output.note(_incomplete_text(found))
-  return found
-
-
-def _checkpoint_to_load(found, served: Sequence[str]):
+def _checkpoint_to_load(plan: serve_checkpoints.Start,
+                        served: Sequence[str]):
   """What Reverb will load (None: nothing), read from its tables file; one
   whose tables are not all served is refused here, before Reverb starts:
   Reverb would first start loading it, then fail."""
-  if not (found and found.newest):
+  path = plan.load_path
+  if not path:
     return None
-  path = found.path(found.newest)
   try:
     load = checkpoints.checkpoint_load(path)
   except (CheckpointError, OSError) as e:
-    raise output.CliError(f'--checkpoint-dir: cannot read checkpoint {path}: '
+    raise output.CliError(f'cannot read checkpoint {path}: '
                           f'{output.error_line(e)}', output.EXIT_USAGE) from e
   held = sorted(load.tables)  # Reverb writes them in no fixed order.
   if set(held) - set(served):
     raise output.CliError(
-        f'--checkpoint-dir: checkpoint {path} holds '
+        f'checkpoint {path} holds '
         f'{wording.noun(len(held), "table")} {_names(held)}, '
         f'but serve serves {_names(served)}, and Reverb fails to load a '
         f'table it does not serve: serve every table it holds (--table '
         f'{" --table ".join(held)}; the checkpoint\'s settings replace '
-        'their options), or use another --checkpoint-dir', output.EXIT_USAGE)
+        'their options), or start from another checkpoint', output.EXIT_USAGE)
   return load
 
 
+def _check_files(path: str) -> None:
+  """The checkpoint's files read whole before Reverb loads them: a damaged
+  one is named here (exit 2), where Reverb would say 'corrupted record'."""
+  try:
+    loading.check_files(path)
+  except CheckpointError as e:
+    raise output.CliError(f'cannot load checkpoint {path}: {e}',
+                          output.EXIT_USAGE) from e
+
+
 def _check_checkpoint_signatures(load: checkpoints.CheckpointLoad,
-                                 signature) -> None:
+                                 signature, hint: '_Hint') -> None:
   """The check `_check_loaded_table` makes once Reverb loaded the
   checkpoint, made before it starts loading (minutes, for a big one). A
   signature that does not decode is left to that later check."""
@@ -307,7 +345,7 @@ def _check_checkpoint_signatures(load: checkpoints.CheckpointLoad,
     except Exception:  # pylint: disable=broad-except
       continue
     _check_loaded_table({settings.name: _Signed(held)}, settings.name,
-                        signature)
+                        signature, hint)
 
 
 class _Signed(NamedTuple):
@@ -319,40 +357,31 @@ def _names(names: Sequence[str]) -> str:
   return ', '.join(repr(name) for name in names)
 
 
-def loading_text(load: checkpoints.CheckpointLoad) -> str:
+def loading_text(load: checkpoints.CheckpointLoad,
+                 plan: Optional[serve_checkpoints.Start] = None) -> str:
   """What serve says before Reverb loads a checkpoint, silent until done."""
   held = ', '.join(f'{wording.count(count, "item")} in {table!r}'
                    for table, count in sorted(load.items))
   rate = f'{checkpoints.LOAD_ITEMS_PER_S / 1000:.0f}k'
-  return (f'loading checkpoint {load.path}: {held or "no tables"} '
+  which = ('checkpoint' if plan is None or plan.restarts or plan.seed is None
+           else 'checkpoint (--from-checkpoint, only read)')
+  return (f'loading {which} {load.path}: {held or "no tables"} '
           f'({wording.size(load.bytes)} on disk); the server answers once '
           f'it is loaded, in {loading.about(load.seconds)} (at about {rate} '
           'items/s)')
 
 
-def _incomplete_text(found: checkpoints.Checkpoints) -> str:
-  names = ', '.join(found.incomplete)
-  them = wording.noun(len(found.incomplete), 'it', 'them')
-  instead = (f'loads {found.newest} instead' if found.newest
-             else 'starts the table empty')
-  return (f'warning: '
-          f'{wording.count(len(found.incomplete), "incomplete checkpoint")} in '
-          f'{found.root} (no {checkpoints.DONE} file; was a server stopped '
-          f'while writing?): {names}. Reverb ignores {them}, {instead}, and '
-          f'deletes {them} at the next checkpoint')
-
-
-def _restored_text(found: checkpoints.Checkpoints, info,
+def _restored_text(plan: serve_checkpoints.Start, info,
                    names: Sequence[str]) -> str:
-  if not found.newest:
+  if not plan.load_path:
     which = (f'{wording.noun(len(names), "table")} '
              f'{", ".join(repr(name) for name in names)}')
-    return (f'no complete checkpoint in {found.root}; {which} '
+    return (f'no complete checkpoint in {plan.own.root}; {which} '
             f'{wording.noun(len(names), "starts", "start")} empty')
   sizes = ', '.join(f'{wording.count(info[name].current_size, "item")} in '
                     f'{name!r}'
                     for name in sorted(info))
-  return f'restored checkpoint {found.path(found.newest)}: {sizes}'
+  return f'restored checkpoint {plan.load_path}: {sizes}'
 
 
 def port_number(text: str) -> Optional[int]:
@@ -388,32 +417,61 @@ def serving_text(names: Sequence[str], port: int) -> str:
           f'e.g. localhost:{port}')
 
 
-def _start(reverb, args, configured, signature, found):
+def _start(reverb, args, configured, signature, plan, checkpointer):
   _check_port(args.port)  # Again: loading the dataset took seconds.
-  checkpointer = None
-  if args.checkpoint_dir:
-    checkpointer = reverb.checkpointers.DefaultCheckpointer(args.checkpoint_dir)
   served = [tables.table(table, signature) for table in configured]
   try:
     return reverb.Server(served, port=args.port, checkpointer=checkpointer)
   except (RuntimeError, ValueError) as e:
     where = f'port {args.port}' if args.port else 'a free port'
-    if found and found.newest:
-      where += f' from checkpoint {found.path(found.newest)}'
+    if plan.load_path:
+      where += f' from checkpoint {plan.load_path}'
     raise output.CliError(
         f'Could not start a Reverb server on {where}: {output.error_line(e)}'
     ) from e
 
 
-def _check_loaded_table(info, table: str, signature) -> None:
+class _Hint:
+  """What a checkpoint that does not fit the dataset was likely made with:
+  the same dataset as n-step transitions (--n-step) or with encoded images
+  (--images encoded), told by its signature's fields and dtypes."""
+
+  def __init__(self, args, rlds_data):
+    del rlds_data
+    self._n_step = args.n_step
+    self._encoded = options.image_storage(args).encoded
+
+  def __call__(self, held) -> str:
+    """' (...: serve with --n-step)' for a signature `held`; '' if none."""
+    from rlds_reverb.specs import paths  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+    held_paths = [path for path, _ in paths.flatten_with_paths(held)]
+    strings = any(spec.dtype == tf.string for spec in tf.nest.flatten(held))
+    nstep = any(path.split('/')[0] == 'next_observation'
+                for path in held_paths)
+    hints = []
+    if nstep and not self._n_step:
+      hints.append('its items are n-step transitions: serve with --n-step')
+    if not nstep and self._n_step and held_paths:
+      hints.append('its items are trajectories: serve without --n-step')
+    if strings and not self._encoded:
+      hints.append('it holds encoded images: serve with --images encoded')
+    if not strings and self._encoded:
+      hints.append('it holds raw images: serve without --images encoded')
+    return f' ({"; ".join(hints)})' if hints else ''
+
+
+def _check_loaded_table(info, table: str, signature,
+                        hint: Optional[_Hint] = None) -> None:
   """A checkpoint's table config wins over ours: it must fit the dataset."""
   from rlds_reverb.specs import signature as signature_lib  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   if table not in info:
     raise output.CliError(
         f'The checkpoint has no table {table!r}; its tables are {sorted(info)}')
-  differences = signature_lib.spec_differences(info[table].signature,
-                                               signature)
-  if info[table].signature is not None and differences:
+  held = info[table].signature
+  differences = signature_lib.spec_differences(held, signature)
+  if held is not None and differences:
+    said = hint(held) if hint is not None else ''
     raise output.CliError(output.with_details(
-        f"The checkpoint's table {table!r} does not fit the dataset:",
+        f"The checkpoint's table {table!r} does not fit the dataset{said}:",
         differences))

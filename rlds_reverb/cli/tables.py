@@ -186,3 +186,22 @@ def _applying(defaults: Dict, table: Dict) -> Dict:
   if merged.get('samples_per_insert') is None:
     applying.pop('error_buffer', None)
   return applying
+
+
+def given_options(args: argparse.Namespace) -> Dict[str, Dict[str, Any]]:
+  """Per table name, the options the command line gave it (itself or before
+  any --table), as {field: value}; {} for a table given only its name."""
+  defaults = getattr(args, _DEFAULTS, None) or {}
+  given = getattr(args, _TABLES, None) or [{'name': DEFAULT_TABLE}]
+  result = {}
+  for table in given:
+    options = {**_applying(defaults, table), **table}
+    options.pop('name')
+    result[table['name']] = options
+  return result
+
+
+def flag_text(field: str, value: Any) -> str:
+  """'--max-size 100' for messages."""
+  return f'{_flag(field)} {value:g}' if isinstance(value, float) else (
+      f'{_flag(field)} {value}')
