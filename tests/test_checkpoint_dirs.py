@@ -19,6 +19,7 @@ The commands run in this process (`run_cli_here`): every refusal comes before
 a server starts. `tests/test_cli_build.py` serves a build as a real process.
 """
 
+import importlib
 import os
 import pathlib
 
@@ -384,3 +385,23 @@ def test_ctrl_c_after_every_done_says_the_build_is_whole(built, tmp_path):
       str(tmp_path / 'none')]) == (
           f'interrupted; nothing was written ({tmp_path}/none holds no '
           'checkpoint)')
+
+
+def test_library_builds_refuse_a_directory_that_is_not_new_or_empty(
+    dataset, tmp_path):
+  """`build_shards` and `beam.build` check before any process or pipeline
+  starts (a merge refused it only after all the work)."""
+  user = project(tmp_path / 'project')
+  before = tree(user)
+  message = (f'Cannot write a checkpoint: {user} is not empty: it holds '
+             'README.md, src, zz_results.csv; a build writes into a new or '
+             'empty directory.')
+  with pytest.raises(rlds_reverb.CheckpointWriteError) as raised:
+    rlds_reverb.build_shards(dataset, user, TABLE, workers=2, servers=2)
+  assert str(raised.value) == message
+  pytest.importorskip('apache_beam')
+  beam = importlib.import_module('rlds_reverb.beam')
+  with pytest.raises(rlds_reverb.CheckpointWriteError) as raised:
+    beam.build(dataset, user, TABLE, servers=2)
+  assert str(raised.value) == message
+  assert tree(user) == before

@@ -135,12 +135,15 @@ def build(src: Union[str, Sequence[str]], directory: str, tables, *,
     counters; `seconds` is the pipeline's wall time.
 
   Raises:
+    CheckpointWriteError: `directory` is not new or empty.
     SourceError, StepSpecError, TableOptionsError: while building the
       pipeline. PipelineFailedError: it failed; says why (a server whose
       merge had finished keeps its new checkpoint).
   """
   from rlds_reverb.beam import build_checkpoints as build_lib  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   from rlds_reverb.checkpoints import parts  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.checkpoints import writer  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  writer.check_root(directory)  # New or empty, before the pipeline runs.
   push_options = push_options_lib.of(push_options, **settings)
   episodes = read.ReadEpisodes(src, split, data_dir,
                                parts_per_file=parts_per_file,
