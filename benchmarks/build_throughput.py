@@ -14,6 +14,10 @@ it holds them), 2-step items (stride 1), one uniform table:
             TFDS stores as PNG `Image` features (`common.tfds_dir('image',
             ...)`); built and pushed with images='encoded', so the PNG bytes
             go into the table as they are (no decoding, no encoding)
+    still   20,000 steps in episodes of 500 that go still (issue 39): a
+            float32[128] observation, noise for 64 steps, then held (an arm
+            at rest); halfcheetah-shaped actions; snappy shrinks its chunks
+            once the noise ends
 
 Each round:
 
@@ -34,6 +38,9 @@ Once, unless --no-push:
             checkpoint at start, against one that loaded push's own
             checkpoint at start (like for like), and push's server after
             the push (which also holds what receiving the items left)
+    chunks  chunk bytes of the built checkpoint and of push's own
+            (`checkpoints.chunk_bytes`: the stored bytes of each distinct
+            chunk's tensors, what a server holds of them in memory)
 
 Printed: per stage, medians of wall-clock and CPU seconds (the process's:
 tf.data's threads and the in-process server's load count too), steps per
@@ -57,6 +64,21 @@ measured a 7.4 s load of 999,000 items); medians of 3 rounds):
                 memory per item 12,312 B, 1.000x push's own checkpoint,
                 0.967x push's server; the built checkpoint (stored, not
                 zlib-compressed) loads in 0.31x the CPU time of push's own
+
+Measured 2026-11-28 (issue 39: each chunk snappy-compressed by itself, as
+Reverb's writer does; before, a column's first 16 KB decided for all its
+chunks; the code before and after run in turns, load average 2-8, medians of
+3 rounds):
+
+    still 20k   chunk bytes 3.7439x push's own before, 1.0000x after
+                (2,894,631 B against 2,894,632); memory per item 1.210x
+                before, 0.995x after (1,799 B against 1,809 B)
+    vector 1M   chunk bytes 1.0000x (97,681,248 against 97,681,249); memory
+                per item 1,830 B, 1.000x; build 3.27, 3.56, 3.42 CPU s
+                before, 3.86, 3.30, 3.59 after (the chunk encoding alone
+                0.094 -> 0.159 CPU s); load 7.9-22.7 s
+    image 50k   chunk bytes 1.0000x; memory per item 12,301 B, 0.999x; build
+                3.41, 3.55, 3.43 CPU s before, 3.46, 3.39, 3.28 after
 """
 
 import argparse
@@ -68,10 +90,12 @@ import time
 
 import common  # pylint: disable=g-bad-import-order
 
+import numpy as np  # pylint: disable=g-import-not-at-top
 import reverb  # pylint: disable=g-import-not-at-top
 from tf_agents.specs import tensor_spec  # pylint: disable=g-import-not-at-top
 
 import rlds_reverb  # pylint: disable=g-import-not-at-top
+from rlds_reverb import checkpoints  # pylint: disable=g-import-not-at-top
 from rlds_reverb import specs  # pylint: disable=g-import-not-at-top
 from rlds_reverb import tables  # pylint: disable=g-import-not-at-top
 
@@ -81,7 +105,10 @@ MAX_SIZE = 10**8
 KINDS = {
     'vector': (1_000_000, 1000, 'raw'),
     'image': (50_000, 500, 'encoded'),
+    'still': (20_000, 500, 'raw'),
 }
+STILL_SIZE = 128  # The 'still' kind's observation, noise for STILL_AFTER steps.
+STILL_AFTER = 64
 
 
 def dataset_dir(kind: str, data_dir: str, episodes: int, steps: int) -> str:
@@ -90,7 +117,41 @@ def dataset_dir(kind: str, data_dir: str, episodes: int, steps: int) -> str:
   for parent, _, files in os.walk(root):
     if 'dataset_info.json' in files:
       return parent
+  if kind == 'still':
+    return still_dir(episodes, steps, root)
   return common.tfds_dir(kind, episodes, steps, root)
+
+
+def still_arrays(num_steps: int, seed: int) -> dict:
+  """A halfcheetah-shaped episode whose observation (float32[STILL_SIZE])
+  is noise for STILL_AFTER steps, then holds its last noisy value."""
+  arrays = common.episode_arrays(num_steps, seed)
+  observation = np.random.default_rng(seed).standard_normal(
+      (num_steps, STILL_SIZE)).astype(np.float32)
+  observation[STILL_AFTER:] = observation[STILL_AFTER - 1]
+  return {**arrays, 'observation': observation}
+
+
+def still_dir(episodes: int, steps: int, root: str) -> str:
+  """`episodes` of `still_arrays` written by TFDS, as `common.tfds_dir`
+  writes its shapes; the dataset's path."""
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  tensor = tfds.features.Tensor
+  features = tfds.features.FeaturesDict({'steps': tfds.features.Dataset({
+      'observation': tensor(shape=(STILL_SIZE,), dtype=np.float32),
+      'action': tensor(shape=(common.ACTION_SIZE,), dtype=np.float32),
+      'reward': tensor(shape=(), dtype=np.float32),
+      'discount': tensor(shape=(), dtype=np.float32),
+      **{flag: tensor(shape=(), dtype=np.bool_)
+         for flag in ('is_first', 'is_last', 'is_terminal')}})})
+  builder = tfds.dataset_builders.store_as_tfds_dataset(
+      'bench_still', '1.0.0', features,
+      {'train': [(seed, {'steps': still_arrays(steps, seed)})
+                 for seed in range(episodes)]},
+      data_dir=root, disable_shuffling=True,
+      download_config=tfds.download.DownloadConfig(
+          num_shards=min(4, episodes)))
+  return os.fspath(builder.data_dir)
 
 
 def signature(path: str, images: str):
@@ -269,6 +330,10 @@ def main():
           f'{pushed_memory / items:,.0f} B: {built_memory / pushed_memory:.3f}x')
     print(f'  push\'s server after the push: {push_memory / items:,.0f} B: '
           f'built / pushed {built_memory / push_memory:.3f}x')
+    built_chunks = checkpoints.chunk_bytes(built_root)
+    pushed_chunks = checkpoints.chunk_bytes(pushed_root)
+    print(f'chunk bytes: built {built_chunks:,}, push\'s own checkpoint '
+          f'{pushed_chunks:,}: {built_chunks / pushed_chunks:.4f}x')
   finally:
     shutil.rmtree(work, ignore_errors=True)
 

@@ -5,7 +5,8 @@ built one, each loaded by a real server and drained.
                                column its chunk slices (offset, rows, chunk
                                rows, chunk's first step)
     pushed_checkpoint(...)     a server filled by a push, checkpointed, drained
-    assert_same(pushed, built) slices, chunk lengths, episode counts, items
+    assert_same(pushed, built) slices, chunk lengths, chunk bytes (within
+                               CHUNK_BYTES_TOLERANCE), episode counts, items
 """
 
 import os
@@ -18,6 +19,11 @@ from rlds_reverb.checkpoints import records
 from rlds_reverb.checkpoints import schema
 from tests import export_data
 from tests import reverb_tables
+
+# Built chunks hold the bytes of a push's within 1% (`checkpoints.chunk_bytes`:
+# the stored bytes of each distinct chunk's tensors, what the server holds in
+# memory): both snappy-compress each chunk, with two implementations of it.
+CHUNK_BYTES_TOLERANCE = 0.01
 
 
 def item_slices(checkpoint: str):
@@ -77,6 +83,10 @@ def assert_same(pushed, built):
       assert got_item == want_item, (table, index)
   assert (checkpoints.chunk_lengths(built_path) ==
           checkpoints.chunk_lengths(pushed_path))
+  want_bytes = checkpoints.chunk_bytes(pushed_path)
+  got_bytes = checkpoints.chunk_bytes(built_path)
+  assert abs(got_bytes - want_bytes) <= CHUNK_BYTES_TOLERANCE * want_bytes, (
+      got_bytes, want_bytes)
   assert sorted(built_tables) == sorted(pushed_tables)
   for table, (episodes, items) in pushed_tables.items():
     built_episodes, built_items = built_tables[table]

@@ -6,8 +6,12 @@ server, which checkpoints them, and planned (`checkpoints.plan`) into a
 checkpoint written by `CheckpointWriter`, which a second real server loads.
 Compared, table by table and item by item in insertion order: every chunk
 slice (offset, rows, and the length and first step of its chunk), the
-chunks' lengths per column (`checkpoints.chunk_lengths`), the tables'
-episode counts, the items' priorities, and the items drained from both servers.
+chunks' lengths per column (`checkpoints.chunk_lengths`), their bytes
+(`checkpoints.chunk_bytes`: the stored bytes of each distinct chunk's
+tensors, what the server holds in memory; within 1%), the tables' episode
+counts, the items' priorities, and the items drained from both servers.
+Two more sets of episodes settle after noise, as a robot arm comes to rest:
+on a constant, and on zeros; snappy shrinks their later chunks only.
 """
 
 import os
@@ -17,6 +21,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 import numpy as np  # pylint: disable=g-import-not-at-top
 import pytest  # pylint: disable=g-import-not-at-top
 import reverb  # pylint: disable=g-import-not-at-top
+import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
 import rlds_reverb  # pylint: disable=g-import-not-at-top
 from rlds_reverb import checkpoints  # pylint: disable=g-import-not-at-top
@@ -28,6 +33,7 @@ from rlds_reverb.errors import ColumnMismatchError  # pylint: disable=g-import-n
 from rlds_reverb.write import items as items_lib  # pylint: disable=g-import-not-at-top
 from tests import export_data  # pylint: disable=g-import-not-at-top
 from tests import reverb_tables  # pylint: disable=g-import-not-at-top
+from tests import rlds_data  # pylint: disable=g-import-not-at-top
 from tests.checkpoint_items import assert_same  # pylint: disable=g-import-not-at-top
 from tests.checkpoint_items import drained_tables  # pylint: disable=g-import-not-at-top
 from tests.checkpoint_items import pushed_checkpoint  # pylint: disable=g-import-not-at-top
@@ -39,21 +45,31 @@ LENGTHS = [1, 7, 300, 2, 400, 3, 250, 11, 399, 150, 6, 350, 4, 280, 5, 390,
 EndOfEpisode = items_lib.EndOfEpisode
 
 CASES = {
-    # push's keyword arguments; the tables.
-    'two_step': (dict(sequence_length=2), ['replay']),
+    # push's keyword arguments; the tables; the episodes (a fixture's name).
+    'two_step': (dict(sequence_length=2), ['replay'], 'source'),
     'stride_two_tables': (
         dict(sequence_length=5, stride_length=3,
              chunk_length={'': 7, 'observation/pixels': 2}),
-        ['replay', 'second']),
+        ['replay', 'second'], 'source'),
     'tile': (dict(sequence_length=4, end_of_episode=EndOfEpisode.TILE,
-                  chunk_length=5), ['replay']),
+                  chunk_length=5), ['replay'], 'source'),
     'pad_stride': (dict(sequence_length=3, stride_length=2,
-                        end_of_episode=EndOfEpisode.PAD), ['replay']),
+                        end_of_episode=EndOfEpisode.PAD), ['replay'],
+                   'source'),
     # Strides longer than items: flushes may cut chunks across episodes.
     'stride_past_items': (dict(sequence_length=1, stride_length=3,
                                chunk_length=8, priority=0.5),
-                          ['replay', 'second']),
+                          ['replay', 'second'], 'source'),
+    # Noise, then still: a block's first rows do not shrink, later chunks do.
+    'goes_still': (dict(sequence_length=2), ['replay'], 'still_source'),
+    'zeros_after_noise': (dict(sequence_length=2, chunk_length=5),
+                          ['replay'], 'zeros_source'),
 }
+# Settling episodes: float32[OBSERVATION_SIZE] observations, noise for the
+# first NOISY_STEPS steps, then at rest.
+SETTLING_LENGTHS = [300, 250, 64, 180, 300, 120]
+OBSERVATION_SIZE = 128
+NOISY_STEPS = 64
 # Episodes of 3 steps, items of 1 every 2: items at steps 0 and 2, so the
 # last of one episode and the first of the next are a row apart, and a
 # flush (every 45 items) can find more items waiting for an open chunk than
@@ -67,6 +83,49 @@ def source(tmp_path_factory):
   return export_data.write_source(
       tmp_path_factory.mktemp('source'),
       [export_data.nested_episode(i, n) for i, n in enumerate(LENGTHS)])
+
+
+def settling_episode(index: int, length: int, rest: str):
+  """Noise for NOISY_STEPS steps, then the last noisy observation held
+  (rest='still') or zeros (rest='zeros')."""
+  rng = np.random.default_rng(index)
+  observation = rng.standard_normal((length, OBSERVATION_SIZE)).astype(
+      np.float32)
+  observation[NOISY_STEPS:] = (
+      observation[NOISY_STEPS - 1] if rest == 'still' else 0)
+  steps = {'observation': observation,
+           'action': rng.uniform(-1, 1, (length, 2)).astype(np.float32),
+           'reward': rng.standard_normal(length).astype(np.float32),
+           'discount': np.ones(length, np.float32),
+           **rlds_data.flags(length, terminal=False)}
+  return {'steps': steps, 'episode_id': np.int64(index),
+          'episode_return': np.float32(steps['reward'].sum())}
+
+
+SETTLING_SPEC = {
+    'observation': tf.TensorSpec([OBSERVATION_SIZE], tf.float32),
+    'action': tf.TensorSpec([2], tf.float32),
+    'reward': tf.TensorSpec([], tf.float32),
+    'discount': tf.TensorSpec([], tf.float32),
+    **{flag: tf.TensorSpec([], tf.bool)
+       for flag in ('is_first', 'is_last', 'is_terminal')},
+}
+
+
+def settling_source(directory, rest: str) -> str:
+  return export_data.write_source(
+      directory, [settling_episode(i, n, rest)
+                  for i, n in enumerate(SETTLING_LENGTHS)], SETTLING_SPEC)
+
+
+@pytest.fixture(scope='module')
+def still_source(tmp_path_factory):
+  return settling_source(tmp_path_factory.mktemp('still'), 'still')
+
+
+@pytest.fixture(scope='module')
+def zeros_source(tmp_path_factory):
+  return settling_source(tmp_path_factory.mktemp('zeros'), 'zeros')
 
 
 @pytest.fixture(scope='module')
@@ -119,10 +178,11 @@ def push_and_build(source, tmp_path, options, names):
 
 
 @pytest.mark.parametrize('case', sorted(CASES))
-def test_plan_gives_the_items_and_chunks_push_writes(source, tmp_path, case):
-  options, names = CASES[case]
+def test_plan_gives_the_items_and_chunks_push_writes(request, tmp_path, case):
+  options, names, episodes = CASES[case]
 
-  pushed, built = push_and_build(source, tmp_path, options, names)
+  pushed, built = push_and_build(request.getfixturevalue(episodes), tmp_path,
+                                 options, names)
 
   assert_same(pushed, built)
 

@@ -15,6 +15,9 @@
     loads nothing), failing at close or on a full disk (a 256 KB tmpfs,
     where mounting is allowed): nothing is left.
   * Records do not depend on the batches the writer cuts them in.
+  * Each chunk is snappy-compressed by itself, as Reverb's writer does it (a
+    block's first rows do not decide for the others), and
+    `checkpoints.chunk_bytes` counts its stored bytes once.
 """
 
 import dataclasses
@@ -26,6 +29,7 @@ import textwrap
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
+import cramjam  # pylint: disable=g-import-not-at-top
 import numpy as np  # pylint: disable=g-import-not-at-top
 import pytest  # pylint: disable=g-import-not-at-top
 import reverb  # pylint: disable=g-import-not-at-top
@@ -35,8 +39,12 @@ import rlds_reverb  # pylint: disable=g-import-not-at-top
 from rlds_reverb import checkpoints  # pylint: disable=g-import-not-at-top
 from rlds_reverb import tables as tables_lib  # pylint: disable=g-import-not-at-top
 from rlds_reverb.checkpoints import directories  # pylint: disable=g-import-not-at-top
+from rlds_reverb.checkpoints import messages  # pylint: disable=g-import-not-at-top
+from rlds_reverb.checkpoints import record_writer  # pylint: disable=g-import-not-at-top
 from rlds_reverb.checkpoints import records  # pylint: disable=g-import-not-at-top
+from rlds_reverb.checkpoints import schema  # pylint: disable=g-import-not-at-top
 from rlds_reverb.checkpoints import table_settings  # pylint: disable=g-import-not-at-top
+from rlds_reverb.checkpoints import tensors  # pylint: disable=g-import-not-at-top
 from rlds_reverb.errors import CheckpointWriteError  # pylint: disable=g-import-not-at-top
 from rlds_reverb.specs import signature as signature_lib  # pylint: disable=g-import-not-at-top
 from tests import checkpoint_copy  # pylint: disable=g-import-not-at-top
@@ -659,3 +667,60 @@ def test_negative_counts_are_refused(tmp_path):
 
   assert str(raised.value) == (
       "Table 'small': negative counts: sampled -4, deleted -1.")
+
+
+# Blocks of one column, chunked every CHUNK_ROWS rows: the first chunk is
+# noise (16 KB, what the build once sampled to decide for the whole block).
+CHUNK_ROWS = 32
+NOISE = np.random.default_rng(5).standard_normal(
+    (CHUNK_ROWS, 128)).astype(np.float32)
+STILL = np.repeat(NOISE[-1:], CHUNK_ROWS, axis=0)
+ZEROS = np.zeros_like(NOISE)
+LITERAL = NOISE.nbytes + 6  # A varint of 16,384 (3 bytes), a tag, 2 bytes.
+
+
+def snappy_bytes(values: np.ndarray) -> int:
+  return len(cramjam.snappy.compress_raw(values.tobytes()))
+
+
+CHUNK_BYTES = {
+    # one block's rows; each chunk's stored bytes.
+    'noise': (NOISE, [LITERAL]),
+    'noise then still': (np.concatenate([NOISE, STILL, STILL]),
+                         [LITERAL] + [snappy_bytes(STILL)] * 2),
+    'noise then zeros': (np.concatenate([NOISE, ZEROS]),
+                         [LITERAL, snappy_bytes(ZEROS)]),
+    # 128 KB of noise: one literal (a 3-byte varint, a tag, 3 bytes), 2
+    # bytes shorter than snappy's (a literal per 64 KB block).
+    'noise past 64 KB': (np.random.default_rng(6).standard_normal(
+        (CHUNK_ROWS, 1024)).astype(np.float32), [2**17 + 7]),
+    # A varint length per string, then the strings; never compressed.
+    'strings': (np.array([b'ab', b'cde'] * CHUNK_ROWS, dtype=object),
+                [CHUNK_ROWS // 2 * ((1 + 2) + (1 + 3))] * 2),
+}
+
+
+@pytest.mark.parametrize('case', sorted(CHUNK_BYTES))
+def test_each_chunk_is_stored_as_snappy_makes_it_and_counted_once(tmp_path,
+                                                                 case):
+  rows, each = CHUNK_BYTES[case]
+  starts = np.arange(0, len(rows), CHUNK_ROWS)
+  chunks = checkpoints.Chunks(
+      keys=np.arange(1, len(starts) + 1, dtype=np.uint64),
+      episodes=np.ones(len(starts), np.uint64), steps=starts,
+      row_starts=starts, lengths=np.full(len(starts), CHUNK_ROWS),
+      tensors=(rows,))
+  # Every record twice, as a server's own checkpoint may hold a chunk.
+  writer = record_writer.RecordWriter(os.fspath(tmp_path /
+                                                directories.CHUNKS))
+  writer.write(messages.chunk_messages(chunks))
+  writer.write(messages.chunk_messages(chunks))
+  writer.close()
+
+  assert checkpoints.chunk_bytes(os.fspath(tmp_path)) == sum(each)
+  decoded = [tensors.decode(
+      schema.parse('ChunkTensors', schema.parse('ChunkData', r).data
+                   ).tensors[0], False, 'chunk')
+             for r in records.read_records(os.fspath(tmp_path /
+                                                     directories.CHUNKS))]
+  np.testing.assert_array_equal(np.concatenate(decoded[:len(starts)]), rows)

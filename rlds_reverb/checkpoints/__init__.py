@@ -6,7 +6,8 @@ means, what it holds, and a new one built from chunks and items.
     schema        the proto fields read and written, declared by number
     parse         the fields of many records at once, read by numpy
     tensors       a chunk's tensors as numpy and back (snappy, deltas, strings)
-    contents      `chunk_lengths`: what push's chunking left on the server
+    contents      `chunk_lengths`: what push's chunking left on the server;
+                  `chunk_bytes`: what its chunks' data takes in memory
     loading       `checkpoint_load`: what a server starting from one loads
                   (items per table, size on disk, about how long), from
                   its tables file alone
@@ -26,6 +27,7 @@ imports TensorFlow and Reverb late. `rlds_reverb.export` builds on the
 readers.
 """
 
+from rlds_reverb.checkpoints.contents import chunk_bytes
 from rlds_reverb.checkpoints.contents import chunk_lengths
 from rlds_reverb.checkpoints.directories import checkpoint_path
 from rlds_reverb.checkpoints.directories import Checkpoints

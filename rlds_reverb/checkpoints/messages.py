@@ -5,8 +5,8 @@ What a writer gives, and what each becomes (`reverb/cc/schema.proto`):
     Chunks   rows of one or more arrays, cut into runs of steps
       -> ChunkData  chunk_key, sequence_range {episode_id, start, end},
                     delta_encoded, data.tensors (one TensorProto per array:
-                    `tensors.encode_rows`, or `stored_rows` for rows snappy
-                    does not shrink), data_tensors_len,
+                    `tensors.encode_rows`, snappy per chunk as Reverb's
+                    writer compresses it), data_tensors_len,
                     data_uncompressed_size: the fields Reverb's chunker fills
 
     Items    one table's items in insertion order: per item a key, priority,
@@ -174,9 +174,8 @@ def _encoded(values: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
   """(tensor_content per chunk, data_uncompressed_size per chunk) of one
   tensor of every chunk."""
   if tensors_lib.dtype_number(values) != tensors_lib.STRING:
-    encode = (tensors_lib.encode_rows if tensors_lib.compresses(values)
-              else tensors_lib.stored_rows)
-    return (encode(values, starts.tolist(), lengths.tolist(), delta_encoded),
+    return (tensors_lib.encode_rows(values, starts.tolist(), lengths.tolist(),
+                                    delta_encoded),
             lengths * (values[:1].nbytes if len(values) else 0))
   return tensors_lib.string_rows(values, starts, lengths)
 
