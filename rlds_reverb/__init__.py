@@ -14,12 +14,15 @@ transforms are in `rlds_reverb.beam` (needs `pip install
 
 Names load lazily (PEP 562): `import rlds_reverb` imports neither TensorFlow
 nor Beam, so the command line can silence TensorFlow before it starts. It
-registers one exit hook (`clean_exit`): scripts end without tracebacks.
+registers one exit hook (`clean_exit`): scripts end without tracebacks; and
+one import hook (`known_lines`): TensorFlow's start-up lines and gym's
+notice are dropped when the package is what imports them.
 """
 
 import importlib
 from typing import Any, List
 
+from rlds_reverb import known_lines
 from rlds_reverb._util import clean_exit
 from rlds_reverb.errors import AddressError
 from rlds_reverb.errors import CheckpointError
@@ -44,10 +47,13 @@ from rlds_reverb.errors import SourceError
 from rlds_reverb.errors import StepSpecError
 from rlds_reverb.errors import TableNotFoundError
 from rlds_reverb.errors import TableOptionsError
+from rlds_reverb.known_lines import quiet_known_lines
 
 # A script's module-level servers and datasets are freed before the modules
 # their __del__ needs are emptied, even after `import tensorflow_datasets`.
 clean_exit.register()
+# Before any module of ours imports TensorFlow or gym: their start-up lines.
+known_lines.install()
 
 # Public name -> the module that defines it.
 _LAZY = {
@@ -136,6 +142,7 @@ __all__ = [
     'decode_images',
     'statistics',
     'DatasetStatistics',
+    'quiet_known_lines',
     'RldsReverbError',
     'StepSpecError',
     'SignatureMismatchError',

@@ -54,6 +54,7 @@ EXPORTED = [
     'decode_images',
     'statistics',
     'DatasetStatistics',
+    'quiet_known_lines',
     'RldsReverbError',
     'StepSpecError',
     'SignatureMismatchError',

@@ -3,8 +3,10 @@
 `rlds_reverb.load(...)` alone printed gym's "Gym has been unmaintained"
 notice: reading a dataset imported TF-Agents (through the eager re-exports of
 `rlds_reverb.specs` and `rlds_reverb.convert`), whose `__init__` imports
-every agent, TensorFlow Probability and gym. Each path runs in a fresh
-interpreter, as a user's script does; stderr is read whole.
+every agent, TensorFlow Probability and gym. And the TensorFlow it imports
+printed its start-up lines (cuDNN, cuFFT, cuBLAS, TensorRT; issue 39, item
+15), which the package now drops. Each path runs in a fresh interpreter, as a
+user's script does; stderr is read whole.
 """
 
 import importlib
@@ -19,6 +21,7 @@ import pytest
 
 from rlds_reverb.tfds_out import EpisodeWriter
 from tests import rlds_dirs
+from tests.test_quiet_library import library_lines
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # Imported by TF-Agents' own __init__, which reading and recovering do not need.
@@ -31,6 +34,7 @@ def imported(code: str, names, tmp_path) -> subprocess.CompletedProcess:
   user's script has them); prints which of `names` it imported."""
   environment = dict(os.environ)
   environment.pop('TF_CPP_MIN_LOG_LEVEL', None)
+  environment.pop('RLDS_REVERB_QUIET', None)
   environment['PYTHONPATH'] = os.pathsep.join(  # This checkout's package.
       filter(None, [str(ROOT), environment.get('PYTHONPATH')]))
   return subprocess.run(
@@ -67,6 +71,8 @@ def test_reading_and_recovering_import_no_tf_agents_and_print_no_gym_notice(
   assert result.returncode == 0, result.stderr
   *_, modules = result.stdout.splitlines()
   assert modules == '[]'
+  # Reading imports TensorFlow (recovering does not): quietly.
+  assert library_lines(result.stderr)['TensorFlow'] == [], result.stderr
   assert 'Gym has been unmaintained' not in result.stderr
 
 

@@ -1,6 +1,9 @@
 """Quiet output: TensorFlow, absl, gym and Reverb's C++ logs say nothing.
 
-For the command line and the examples, which show their logs when asked.
+Two kinds. The command line and the examples silence everything (`silence`,
+`quieted`) and show their logs when asked (`--debug`). The library, in a
+user's script, drops only lines it knows (`lines_dropped`: see
+`rlds_reverb.known_lines`) and leaves every log level as the user set it.
 
 TensorFlow's C++ logger reads `TF_CPP_MIN_LOG_LEVEL` once, at its first
 message, which is printed while `tensorflow` is imported; gym prints a notice
@@ -16,6 +19,7 @@ import io
 import os
 import sys
 import warnings
+from typing import Callable, IO, Iterator, Optional
 
 
 def silence() -> None:
@@ -82,3 +86,69 @@ def quieted(enabled: bool = True):
     if enabled:
       quiet_absl()
     yield
+
+
+@contextlib.contextmanager
+def lines_dropped(known: Callable[[str], bool]) -> Iterator[None]:
+  """Lines written to stderr in the block for which `known` is true are
+  dropped; the others are written out when the block ends, in their order.
+
+  Both writers are caught: C++ (fd 2: TensorFlow's and Reverb's logs) into
+  a temporary file, and Python's `sys.stderr` when it is another stream
+  (pytest's, a notebook's, the command line's copy), which is written back
+  to that stream. A file rather than a pipe: nothing reads during the block,
+  and a process started in it cannot hold its end open.
+  """
+  # Here, not at the top: `import rlds_reverb` stays cheap (tempfile pulls
+  # random and shutil), and what the block quiets imports it anyway.
+  import tempfile  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  python_stderr = sys.stderr
+  _flush(python_stderr)
+  python_caught = None if _on_fd_2(python_stderr) else io.StringIO()
+  with tempfile.TemporaryFile() as native_caught:
+    saved_fd = os.dup(2)
+    os.dup2(native_caught.fileno(), 2)
+    if python_caught is not None:
+      sys.stderr = python_caught
+    try:
+      yield
+    finally:
+      if python_caught is not None:
+        sys.stderr = python_stderr
+      else:
+        _flush(python_stderr)
+      os.dup2(saved_fd, 2)
+      os.close(saved_fd)
+      native_caught.seek(0)
+      _write_unknown(native_caught.read(), known, fd=2)
+      if python_caught is not None:
+        _print_unknown(python_caught.getvalue(), known, python_stderr)
+
+
+def _on_fd_2(stream: Optional[IO[str]]) -> bool:
+  try:
+    return stream is not None and stream.fileno() == 2
+  except (AttributeError, OSError, ValueError):  # No fileno: not a file.
+    return False
+
+
+def _flush(stream: Optional[IO[str]]) -> None:
+  if stream is not None:
+    stream.flush()
+
+
+def _write_unknown(data: bytes, known: Callable[[str], bool], fd: int) -> None:
+  """The lines of `data` that `known` does not claim, to `fd` as they came."""
+  kept = b''.join(line for line in data.splitlines(keepends=True)
+                  if not known(line.decode('utf-8', 'replace').rstrip('\n')))
+  while kept:
+    kept = kept[os.write(fd, kept):]
+
+
+def _print_unknown(text: str, known: Callable[[str], bool],
+                   stream: Optional[IO[str]]) -> None:
+  kept = ''.join(line for line in text.splitlines(keepends=True)
+                 if not known(line.rstrip('\n')))
+  if kept and stream is not None:
+    stream.write(kept)
+    stream.flush()

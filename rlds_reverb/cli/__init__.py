@@ -18,6 +18,7 @@ import sys
 import traceback
 from typing import List, Optional
 
+from rlds_reverb import known_lines
 from rlds_reverb._util import quiet
 from rlds_reverb.cli import output
 
@@ -89,8 +90,10 @@ def _run(argv: Optional[List[str]]) -> int:
   if not args.debug:
     quiet.silence()  # Before the command imports TensorFlow or gym.
   try:
-    with quiet.quieted(enabled=not args.debug):
-      return args.run(args)
+    # --debug: TensorFlow's start-up lines too, which the library drops.
+    with known_lines.nothing_dropped(enabled=args.debug):
+      with quiet.quieted(enabled=not args.debug):
+        return args.run(args)
   except output.CliError as e:
     return _fail(args, str(e), e.exit_code)
   except KeyboardInterrupt as e:  # Its notes say what was written, if any.
