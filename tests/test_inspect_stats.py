@@ -82,20 +82,29 @@ def test_nested_fields_nest_in_the_file_and_images_are_named(nested_dir,
       result.stdout.splitlines())
 
 
-@pytest.mark.parametrize('name, reason', [
-    ('missing/stats.json', 'No such file or directory: {path}'),
+# (path under the test's directory, or absolute; why it cannot be written).
+UNWRITABLE_CASES = [
+    ('missing/stats.json', 'its directory {tmp}/missing does not exist'),
     ('.', 'it is a directory'),
-])
+    ('a_file/stats.json', '{tmp}/a_file is not a directory'),
+    # /proc exists but takes no file, and says "No such file or directory".
+    ('/proc/x.json',
+     'the directory /proc takes no new file (No such file or directory)'),
+]
+
+
+@pytest.mark.parametrize('name, reason', UNWRITABLE_CASES)
 def test_a_file_that_cannot_be_written_is_refused_before_reading(
     tmp_path, name, reason):
   """The dataset does not exist: had it been read, that would be the error."""
+  (tmp_path / 'a_file').write_text('')
   path = tmp_path / name
   result = run_cli_here('inspect', '--dataset', tmp_path / 'no_dataset',
                         '--stats', path)
   assert result.returncode == 2
   assert error_lines(result.stderr) == [
       f'rlds-reverb: error: Cannot write the statistics to {path}: '
-      f'{reason.format(path=path)}']
+      f'{reason.format(tmp=tmp_path)}']
   assert result.stdout == ''
 
 

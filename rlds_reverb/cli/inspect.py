@@ -12,7 +12,6 @@ figure, in the return line, the table and both JSON objects alike.
 
 import argparse
 
-from rlds_reverb._util import files
 from rlds_reverb._util import wording
 from rlds_reverb.cli import options
 from rlds_reverb.cli import output
@@ -114,7 +113,8 @@ def _number(value) -> str:
 
 def _check_writable(path: str) -> None:
   """A statistics file that cannot be written fails before anything is read."""
-  reason = files.unwritable_reason(path, files.temporary_path(path))
+  from rlds_reverb.step_stats import result  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  reason = result.unsaveable_reason(path)
   if reason:
     raise output.CliError(f'Cannot write the statistics to {path}: {reason}',
                           output.EXIT_USAGE)
