@@ -2,7 +2,8 @@
 
 One episode at a time, its steps whole (no Python or function per step). A
 return is the sum of an episode's rewards; a nested or vector reward is
-summed over all its parts.
+summed over all its parts. A NaN or infinite return is counted apart
+(`summary`'s `nonfinite`, `histogram`'s `left_out`), never in the figures.
 `histogram` bins them for `inspect --plot`: a few dozen bars at most, whatever
 the data, so that drawing costs the same on 100 episodes as on a million.
 """
@@ -61,15 +62,21 @@ def episode_stats(rlds_data: tf.data.Dataset) -> EpisodeStats:
 
 
 def summary(values: np.ndarray) -> Dict[str, float]:
-  """min / mean / median / max; all None when there are no values."""
-  if len(values) == 0:  # pylint: disable=g-explicit-length-test
-    return {'min': None, 'mean': None, 'median': None, 'max': None}
-  return {
-      'min': _number(np.min(values)),
-      'mean': float(np.mean(values)),
-      'median': _number(np.median(values)),
-      'max': _number(np.max(values)),
-  }
+  """min / mean / median / max of the finite values, all None when there
+  are none; of float values (returns), also `nonfinite`: the NaN and
+  infinite ones, left out of the rest as `step_stats` leaves them out (one
+  -inf return would make the min and the mean -inf, and hide the others).
+  """
+  values = np.asarray(values)
+  finite = values[np.isfinite(values)]
+  found = {'min': None, 'mean': None, 'median': None, 'max': None}
+  if len(finite):
+    found = {'min': _number(np.min(finite)), 'mean': float(np.mean(finite)),
+             'median': _number(np.median(finite)),
+             'max': _number(np.max(finite))}
+  if values.dtype.kind == 'f':
+    found['nonfinite'] = len(values) - len(finite)
+  return found
 
 
 def _number(value):

@@ -5,16 +5,23 @@ It applies the converter's own rules (`step_types.classify`) to each whole
 episode's flags, so the two always agree:
 
     episodes --enumerate--> (index, episode)
-             --map: steps' flags as [T] vectors, one episode per element-->
+             --map: steps' flags as [T] vectors, and the float fields,
+               one episode per element-->
              --classify with the pad step after the last step-->
-             (index, length, steps with a problem, their Problem, flagged)
+             (index, length, steps with a problem, their Problem, flagged,
+              float fields)
+             --numpy, per episode and float field: a sum, and only if it is
+               NaN or infinite, NaN / +inf / -inf counts and the first step-->
 
 The step after an episode's last one is taken to be a first step, as the
 converter does: the next episode matters only through its own start rule
 (`episode_not_first`). Not problems, but reported:
   * empty episodes (no steps): the converter skips them silently;
   * episodes flagged in their metadata by a top-level bool field 'invalid' or
-    'is_invalid' next to 'steps': `rlds-reverb push` skips them.
+    'is_invalid' next to 'steps': `rlds-reverb push` skips them;
+  * NaN and infinite values of float step fields (`NonFinite`): the converter
+    and Reverb carry them as they are, and a push or build writes them;
+    `rlds-reverb validate --strict` fails on them.
 `episode_problems` and `is_flagged_invalid` apply the same rules to one
 episode held as numpy arrays (what a Beam worker has).
 """
@@ -26,11 +33,13 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from rlds_reverb._util import wording
 from rlds_reverb.convert import encoded
 from rlds_reverb.convert import episodes as episodes_lib
 from rlds_reverb.convert import step_types
 from rlds_reverb.sources import whole_reads
 from rlds_reverb.specs import fields
+from rlds_reverb.specs import paths
 from rlds_reverb.specs import step_spec as step_spec_lib
 
 INVALID_FLAG_FIELDS = fields.INVALID_FLAG_FIELDS
@@ -46,6 +55,42 @@ class StepProblem:
 
 
 @dataclasses.dataclass(frozen=True)
+class NonFinite:
+  """The NaN and infinite values of one float step field ('observation/
+  position'), over every element of every step; integers have none.
+
+  Not a problem for the converter (it carries them, and so does Reverb), but
+  a normalizer's mean or a loss that meets one is NaN from then on.
+  `episode` and `step` (0-based) are where the first one is.
+  """
+  field: str
+  nan: int
+  posinf: int
+  neginf: int
+  episodes: int
+  episode: int
+  step: int
+
+  @property
+  def count(self) -> int:
+    return self.nan + self.posinf + self.neginf
+
+  @property
+  def message(self) -> str:
+    """'observation: 2 non-finite values (1 NaN, 1 +inf) in 1 episode, the
+    first at episode 1, step 1'."""
+    kinds = ', '.join(f'{wording.number(number)} {name}' for number, name in (
+        (self.nan, 'NaN'), (self.posinf, '+inf'), (self.neginf, '-inf'))
+                      if number)
+    return (f'{self.field}: {wording.count(self.count, "non-finite value")} '
+            f'({kinds}) in {wording.count(self.episodes, "episode")}, the '
+            f'first at episode {self.episode}, step {self.step}')
+
+  def as_dict(self) -> Dict[str, Any]:
+    return {**dataclasses.asdict(self), 'count': self.count}
+
+
+@dataclasses.dataclass(frozen=True)
 class Report:
   """What `validate` found; positions are 0-based."""
   episodes: int
@@ -58,6 +103,8 @@ class Report:
   # Fields read otherwise than stored: defaults, one-element scalars
   # (`StepFormat.notes`); not problems.
   notes: List[str] = dataclasses.field(default_factory=list)
+  # Float fields holding NaN or infinities, by path; not problems.
+  nonfinite: List[NonFinite] = dataclasses.field(default_factory=list)
 
   @property
   def malformed_episodes(self) -> List[int]:
@@ -72,6 +119,7 @@ class Report:
         'empty_episodes': self.empty_episodes,
         'flagged_invalid': self.flagged_invalid,
         'notes': self.notes,
+        'nonfinite': [found.as_dict() for found in self.nonfinite],
     }
 
 
@@ -85,6 +133,10 @@ def validate(rlds_data: tf.data.Dataset, strict: bool = False,
   `specs.encoded.EncodedImage`}, names fields of encoded frames (episodes
   read whole) whose headers must fit: a push of encoded images checks them
   ahead, reading headers only (`convert.encoded.check_frames`).
+
+  The report's `nonfinite` counts the NaN and infinite values of every float
+  step field (`NonFinite`, by path): not problems, for the caller to judge
+  (`rlds-reverb validate --strict` fails on them; a push does not).
 
   Raises:
     StepSpecError: the step spec cannot be converted (checked before reading;
@@ -107,11 +159,12 @@ def validate(rlds_data: tf.data.Dataset, strict: bool = False,
   else:
     flags = indexed.flat_map(functools.partial(
         _episode_flags, flag_field=flag_field, step_format=step_format))
+  nonfinite = _NonFiniteCounts()
   checked = flags.map(_check_episode)
   episodes = steps = 0
   problems, empty, flagged, lengths = [], [], [], []
   for element in checked.prefetch(2).as_numpy_iterator():
-    index, length, problem_steps, kinds, is_flagged, values = element
+    index, length, problem_steps, kinds, is_flagged, values, floats = element
     for path, value in zip(sorted(frames), values):
       encoded.check_frames(path, frames[path], value, f'episode {index}')
     episodes += 1
@@ -122,10 +175,11 @@ def validate(rlds_data: tf.data.Dataset, strict: bool = False,
     if is_flagged:
       flagged.append(int(index))
     problems.extend(_step_problems(int(index), problem_steps, kinds))
+    nonfinite.add(int(index), floats)
     if on_read is not None:
       on_read(episodes, steps)
   return Report(episodes, steps, problems, empty, flagged, lengths,
-                step_format.notes())
+                step_format.notes(), nonfinite.found())
 
 
 def invalid_flag_field(episode_spec: Any) -> Optional[str]:
@@ -187,17 +241,20 @@ def without_episodes(rlds_data: tf.data.Dataset,
 
 
 def _episode_flags(index, episode, flag_field, step_format):
-  """(index, the step flags as [T] vectors, flagged); T may be 0.
+  """(index, the step flags as [T] vectors, flagged, (), the float fields
+  [T, ...] by path); T may be 0.
 
   The steps are batched before the flags are selected: a whole-episode batch
   after a `map` of TFDS steps never returns (tf.data reserves the batch size
   when it cannot see the count).
   """
-  empty = {name: tf.zeros([0], tf.bool) for name in fields.FLAGS}
   flagged = (episode[flag_field] if flag_field is not None
              else tf.constant(False))
-  flags = episodes_lib.whole_steps(episode, step_format).map(_flags_of)
-  return flags.concatenate(tf.data.Dataset.from_tensors(empty)).take(1).map(
+  found = episodes_lib.whole_steps(episode, step_format).map(
+      _flags_and_floats)
+  nothing = tf.data.Dataset.from_tensors(
+      tf.nest.map_structure(_no_steps, found.element_spec))
+  return found.concatenate(nothing).take(1).map(
       functools.partial(_with_index_and_flag, index, flagged))
 
 
@@ -205,11 +262,11 @@ def _whole_episode_flags(index, episode, flag_field, step_format, frames):
   """`_episode_flags` of an episode read whole: no batch, no fallback;
   with the values of the fields `frames` (paths)."""
   steps = episodes_lib.completed_steps(episode, step_format)
-  flags = {name: steps[name] for name in fields.FLAGS}
+  flags, floats = _flags_and_floats(steps)
   flagged = (episode[flag_field] if flag_field is not None
              else tf.constant(False))
   values = tuple(_at(steps, path) for path in frames)
-  return index, flags, flagged, values
+  return index, flags, flagged, values, floats
 
 
 def _at(steps, path: str):
@@ -218,22 +275,71 @@ def _at(steps, path: str):
   return steps
 
 
-def _with_index_and_flag(index, flagged, flags):
-  return index, flags, flagged, ()
+def _with_index_and_flag(index, flagged, flags, floats):
+  return index, flags, flagged, (), floats
 
 
-def _check_episode(index, flags, flagged, values):
+def _no_steps(spec: tf.TensorSpec) -> tf.Tensor:
+  """Zeros of `spec` with T = 0: what an episode with no steps gives (a
+  [0] vector if its rank is unknown, as a `numpy_function`'s is)."""
+  if spec.shape.rank is None:
+    return tf.zeros([0], spec.dtype)
+  return tf.zeros([0 if dim is None else dim for dim in spec.shape.as_list()],
+                  spec.dtype)
+
+
+def _check_episode(index, flags, flagged, values, floats):
   is_first, is_last = flags[fields.IS_FIRST], flags[fields.IS_LAST]
   types = step_types.classify(
       is_first, is_last, flags[fields.IS_TERMINAL],
       _followed_by(is_first, True), _followed_by(is_last, False))
   problem_steps = tf.where(types.problem > 0)[:, 0]
   return (index, tf.shape(is_first, out_type=tf.int64)[0], problem_steps,
-          tf.gather(types.problem, problem_steps), flagged, values)
+          tf.gather(types.problem, problem_steps), flagged, values, floats)
 
 
-def _flags_of(step):
-  return {name: step[name] for name in fields.FLAGS}
+def _flags_and_floats(steps):
+  """The flags of [T] steps, and the float fields by path: numpy counts what
+  they hold (`_NonFiniteCounts`), faster than ops traced per call would."""
+  flags = {name: steps[name] for name in fields.FLAGS}
+  floats = {path: values for path, values in paths.flatten_with_paths(steps)
+            if values.dtype.is_floating}
+  return flags, floats
+
+
+class _NonFiniteCounts:
+  """NaN, +inf and -inf values of each float field summed over episodes, with
+  the episode and step of each field's first."""
+
+  def __init__(self):
+    self._counts = {}  # Path: [NaN, +inf, -inf, episodes].
+    self._first = {}  # Path: (episode, step).
+
+  def add(self, episode: int, floats: Dict[str, np.ndarray]) -> None:
+    """Adds one episode's float fields, {path: [T, ...]}: a sum per field
+    when all are finite (a NaN or an infinity makes it one; so does an
+    overflow, which the second look tells apart)."""
+    with np.errstate(over='ignore', invalid='ignore'):
+      sums = [values.sum() for values in floats.values()]
+    for (path, values), total in zip(floats.items(), sums, strict=True):
+      if np.isfinite(total):
+        continue
+      finite = np.isfinite(values)
+      if not finite.all():
+        self._add(path, episode, values, finite)
+
+  def _add(self, path, episode, values, finite) -> None:
+    infinite = np.isinf(values)
+    counts = self._counts.setdefault(path, np.zeros([4], np.int64))
+    counts += (np.count_nonzero(np.isnan(values)),
+               np.count_nonzero(infinite & (values > 0)),
+               np.count_nonzero(infinite & (values < 0)), 1)
+    steps_finite = finite.reshape(len(values), -1).all(axis=1)
+    self._first.setdefault(path, (episode, int(np.argmin(steps_finite))))
+
+  def found(self) -> List[NonFinite]:
+    return [NonFinite(path, *(int(n) for n in self._counts[path]),
+                      *self._first[path]) for path in sorted(self._counts)]
 
 
 def _followed_by(values: tf.Tensor, pad_value: bool) -> tf.Tensor:

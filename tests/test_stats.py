@@ -19,6 +19,32 @@ def test_episode_stats_reads_lengths_and_returns():
   assert (result.episodes, result.steps) == (2, 4)
 
 
+# (name, values, summary): of the finite values; floats count the others.
+SUMMARY_CASES = [
+    ('lengths', np.array([2, 4, 3], np.int64),
+     {'min': 2, 'mean': 3.0, 'median': 3.0, 'max': 4}),
+    ('returns', np.array([1.0, 2.0, 6.0]),
+     {'min': 1.0, 'mean': 3.0, 'median': 2.0, 'max': 6.0, 'nonfinite': 0}),
+    ('a -inf and a NaN return left out', np.array([1.0, -np.inf, 3.0, np.nan]),
+     {'min': 1.0, 'mean': 2.0, 'median': 2.0, 'max': 3.0, 'nonfinite': 2}),
+    ('no finite return', np.array([np.inf, np.nan]),
+     {'min': None, 'mean': None, 'median': None, 'max': None,
+      'nonfinite': 2}),
+    ('no episodes', np.zeros([0], np.int64),
+     {'min': None, 'mean': None, 'median': None, 'max': None}),
+]
+
+
+@pytest.mark.parametrize('name, values, summary', SUMMARY_CASES,
+                         ids=[case[0] for case in SUMMARY_CASES])
+def test_summary_is_of_the_finite_values(name, values, summary):
+  del name
+  found = stats.summary(values)
+  assert found == summary
+  assert [type(found[key]) for key in summary] == [type(summary[key])
+                                                   for key in summary]
+
+
 # (name, values, edges, counts): whole numbers on a linear axis.
 WHOLE_CASES = [
     ('a bar per number', [1, 2, 2, 3], [0.5, 1.5, 2.5, 3.5], [1, 2, 1]),

@@ -5,12 +5,13 @@ lengths and returns; `--plot` draws their histograms from the same per-episode
 figures (`cli.plot`; needs matplotlib, the 'plot' extra, imported only then).
 `--stats FILE.json` writes every numeric step field's statistics
 (`step_stats`) to FILE.json and prints a table of them; the lengths and
-returns then come from the same pass over the data.
+returns then come from the same pass over the data. NaN and infinite values
+(a -inf return) are counted apart as `nonfinite` and left out of every other
+figure, in the return line, the table and both JSON objects alike.
 """
 
 import argparse
 
-from rlds_reverb._util import files
 from rlds_reverb._util import wording
 from rlds_reverb.cli import options
 from rlds_reverb.cli import output
@@ -39,7 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help='write count, mean, std, min, max and 1st/99th '
                            'percentiles of every numeric step field (per '
                            'element and pooled) and of episode lengths and '
-                           'returns to FILE.json, and print a table of them')
+                           'returns to FILE.json, and print a table of them; '
+                           'NaN and infinite values are counted apart '
+                           '(nonfinite) and left out of the rest')
 
 
 def run(args: argparse.Namespace) -> int:
@@ -96,7 +99,10 @@ def _print_text(step_format, trajectory_spec, stats, stats_lib) -> None:
 
 
 def _summary_text(summary) -> str:
-  return '  '.join(f'{name} {_number(value)}' for name, value in summary.items())
+  """'min 2  mean 3  median 3  max 4', and 'nonfinite 1' when some values
+  are NaN or infinite (left out of the rest)."""
+  return '  '.join(f'{name} {_number(value)}' for name, value in summary.items()
+                   if name != 'nonfinite' or value)
 
 
 def _number(value) -> str:
@@ -107,7 +113,8 @@ def _number(value) -> str:
 
 def _check_writable(path: str) -> None:
   """A statistics file that cannot be written fails before anything is read."""
-  reason = files.unwritable_reason(path, files.temporary_path(path))
+  from rlds_reverb.step_stats import result  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  reason = result.unsaveable_reason(path)
   if reason:
     raise output.CliError(f'Cannot write the statistics to {path}: {reason}',
                           output.EXIT_USAGE)
@@ -140,9 +147,10 @@ def _save(field_stats, path: str) -> None:
 
 
 # The table's columns: (heading, the pooled Summary's value).
-_COLUMNS = (('count', lambda s: s.count), ('mean', lambda s: s.mean),
-            ('std', lambda s: s.std), ('min', lambda s: s.min),
-            ('max', lambda s: s.max))
+_COLUMNS = (('count', lambda s: s.count),
+            ('nonfinite', lambda s: s.nonfinite),
+            ('mean', lambda s: s.mean), ('std', lambda s: s.std),
+            ('min', lambda s: s.min), ('max', lambda s: s.max))
 
 
 def _print_field_stats(field_stats, path: str) -> None:

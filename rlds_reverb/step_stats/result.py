@@ -8,6 +8,7 @@
       skipped                           {path: why} (images, strings, bools)
     .nest('mean', 'observation')        {'position': array}: tf.nest-ready
     .save(path) / DatasetStatistics.load(path)
+    unsaveable_reason(path)             why save(path) would fail, asked first
 
 The JSON file nests fields by path ({"observation": {"position": {...}}});
 a value that does not exist (the mean of no values) is null.
@@ -16,6 +17,7 @@ a value that does not exist (the mean of no values) is null.
 import dataclasses
 import json
 import math
+import os
 from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
@@ -159,13 +161,38 @@ class DatasetStatistics:
         relative_accuracy=value['relative_accuracy'])
 
   def save(self, path: str) -> None:
-    """Writes the JSON file whole (a reader never sees half of it)."""
+    """Writes the JSON file whole (a reader never sees half of it): a new
+    file beside it, renamed over it (`unsaveable_reason` checks ahead)."""
     files.replace_atomically(path, json.dumps(self.to_json(), indent=1) + '\n')
 
   @classmethod
   def load(cls, path: str) -> 'DatasetStatistics':
     with open(path, encoding='utf-8') as f:
       return cls.from_json(json.load(f))
+
+
+def unsaveable_reason(path: str) -> Optional[str]:
+  """Why `DatasetStatistics.save(path)` would fail, naming what is at fault,
+  or None; changes nothing. `save` makes a new file in the path's directory
+  and renames it over the path, so that directory must take a new file
+  (/proc does not, and says 'No such file or directory')."""
+  directory = os.path.dirname(path) or '.'
+  if os.path.isdir(path):
+    return 'it is a directory'
+  if not os.path.exists(directory):
+    return f'its directory {directory} does not exist'
+  if not os.path.isdir(directory):
+    return f'{directory} is not a directory'
+  probe = files.temporary_path(path)
+  existed = os.path.exists(probe)
+  try:
+    with open(probe, 'ab'):
+      pass
+    if not existed:
+      os.remove(probe)
+  except OSError as e:
+    return f'the directory {directory} takes no new file ({e.strerror})'
+  return None
 
 
 def _named(field: FieldStatistics, name: str) -> np.ndarray:
