@@ -18,6 +18,9 @@ process then reads all episodes and keeps every N-th: N reads of the data
 instead of one). Processes are spawned, so a script calling this needs the
 usual `if __name__ == '__main__':` guard.
 
+Workers end when the process that started them dies, however it dies
+(`_util.lifeline`): a parent killed with SIGKILL leaves no idle worker.
+
 A pool of plain processes, not Beam's DirectRunner: it needs no Beam, starts
 no pipeline, and keeps a resume file per shard. The parent imports neither
 TensorFlow nor Reverb (workers send back plain dicts), so it takes no CPU
@@ -39,6 +42,7 @@ from rlds_reverb import _resume as resume_lib
 from rlds_reverb import addresses
 from rlds_reverb import held as held_lib
 from rlds_reverb import push_options
+from rlds_reverb._util import lifeline
 from rlds_reverb._util import wording
 from rlds_reverb.errors import ShardsFailedError
 from rlds_reverb.push_options import CheckOptions
@@ -111,8 +115,6 @@ def push_shards(dataset: Union[str, Sequence[str]],
     ShardsFailedError: some shard failed; names each, with its error, and
       what the others confirmed. The others ran to their end.
   """
-  from rlds_reverb.checked_push import PushResult  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  from rlds_reverb.checked_push import SkippedEpisode  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   start = time.perf_counter()
   options = push_options.of(options, images=images, image_format=image_format,
                             image_fields=image_fields, **settings)
@@ -138,6 +140,9 @@ def push_shards(dataset: Union[str, Sequence[str]],
         f'| the {wording.count(len(done), "other")} confirmed '
         f'{wording.count(sum(r["episodes"] for r in done), "episode")}.')
   total = summed(outcomes)
+  # TensorFlow in this process only now: the workers had the cores to start.
+  from rlds_reverb.checked_push import PushResult  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.checked_push import SkippedEpisode  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   return PushResult(
       seconds=time.perf_counter() - start,
       **{name: total[name] for name in SUMMED},
@@ -161,25 +166,52 @@ def run_shards(dataset, server, tables, *, workers: int, split: str = 'train',
     raise ValueError(f'workers must be >= 1, got {workers}.')
   servers = [server] if isinstance(server, str) else list(server)
   check_servers(servers, options.timeout)
+  with _spawned_pool(workers) as (pool, interrupted):
+    return _run(pool, interrupted, [
+        (_push_shard, dataset, split, data_dir, (index, workers),
+         servers[index % len(servers)], tables, options,
+         _shard_checks(checks, index, workers))
+        for index in range(workers)])
+
+
+@contextlib.contextmanager
+def _spawned_pool(workers: int):
+  """A pool of `workers` spawned processes that end with this one, and the
+  event that tells them Ctrl-C came while they started.
+
+  Processes are started by the thread that submits (Python 3.11 spawns on
+  demand): the thread running `run_shards` or `build_shards`, which waits
+  for them, so their parent-death signal fires only when this process dies.
+  """
   context = multiprocessing.get_context('spawn')
   interrupted = context.Event()
   with concurrent.futures.ProcessPoolExecutor(
       workers, mp_context=context, initializer=_start_worker,
-      initargs=(interrupted,)) as pool:
-    with _sigint_ignored():  # Inherited: workers start deaf to Ctrl-C.
-      futures = [
-          pool.submit(_push_shard, dataset, split, data_dir, (index, workers),
-                      servers[index % len(servers)], tables, options,
-                      _shard_checks(checks, index, workers))
-          for index in range(workers)]
-    try:
-      concurrent.futures.wait(futures)
-    except KeyboardInterrupt:
-      interrupted.set()  # For workers still starting: they look at it.
-      _interrupt(pool)  # A terminal's Ctrl-C reached them; `kill` may not.
-      concurrent.futures.wait(futures)  # Each confirms and says so.
-    return [_outcome(future, index, workers)
-            for index, future in enumerate(futures)]
+      initargs=(interrupted, os.getpid())) as pool:
+    yield pool, interrupted
+
+
+def _run(pool, interrupted, tasks) -> List[ShardOutcome]:
+  """Runs `tasks` (fn, *args) in the pool; their outcomes, in order, every
+  task run to its end. Interrupted (Ctrl-C, SIGINT), every task is
+  interrupted, and each says what it confirmed.
+  """
+  with _sigint_ignored():  # Inherited: workers start deaf to Ctrl-C.
+    futures = [pool.submit(*task) for task in tasks]
+  try:
+    concurrent.futures.wait(futures)
+  except KeyboardInterrupt:
+    interrupted.set()  # For workers still starting: they look at it.
+    _interrupt(pool)  # A terminal's Ctrl-C reached them; `kill` may not.
+    concurrent.futures.wait(futures)  # Each confirms and says so.
+  outcomes = [_outcome(future, index, len(tasks))
+              for index, future in enumerate(futures)]
+  return outcomes
+
+
+def _processes(pool: concurrent.futures.ProcessPoolExecutor) -> list:
+  """The pool's processes (`_processes`, pid -> Process, as in `_interrupt`)."""
+  return list((getattr(pool, '_processes', None) or {}).values())
 
 
 def _outcome(future: concurrent.futures.Future, index: int,
@@ -232,7 +264,10 @@ def _sigint_ignored():
 _interrupted = None  # In a worker: the parent's event, set on Ctrl-C.
 
 
-def _start_worker(interrupted) -> None:
+def _start_worker(interrupted, parent_pid: int) -> None:
+  """In a worker, before any task: it ends with its parent, and keeps the
+  parent's Ctrl-C event."""
+  lifeline.end_with_parent(parent_pid)
   global _interrupted  # pylint: disable=global-statement
   _interrupted = interrupted
 
@@ -257,7 +292,7 @@ def _interrupt(pool: concurrent.futures.ProcessPoolExecutor) -> None:
   The executor has no public handle on them (`_processes`, pid -> Process,
   the same from Python 3.8 to 3.13).
   """
-  for process in list(getattr(pool, '_processes', {}).values()):
+  for process in _processes(pool):
     if process.is_alive():
       os.kill(process.pid, signal.SIGINT)
 
@@ -420,12 +455,8 @@ def build_shards(dataset: Union[str, Sequence[str]], directory: str, tables,
   start = time.perf_counter()
   options = push_options.of(options, **settings)
   directory = os.fspath(directory)
-  context = multiprocessing.get_context('spawn')
-  interrupted = context.Event()
   made: List[str] = []
-  with concurrent.futures.ProcessPoolExecutor(
-      workers, mp_context=context, initializer=_start_worker,
-      initargs=(interrupted,)) as pool:
+  with _spawned_pool(workers) as (pool, interrupted):
     try:
       shares = _each(pool, interrupted, [
           (_build_share, dataset, split, data_dir, (index, workers),
@@ -467,17 +498,8 @@ def _warn_capacity(texts: Sequence[str]) -> None:
 
 
 def _each(pool, interrupted, tasks) -> List[ShardOutcome]:
-  """Runs `tasks` (fn, *args) in the pool; their outcomes, in order."""
-  with _sigint_ignored():
-    futures = [pool.submit(*task) for task in tasks]
-  try:
-    concurrent.futures.wait(futures)
-  except KeyboardInterrupt:
-    interrupted.set()
-    _interrupt(pool)
-    concurrent.futures.wait(futures)
-  outcomes = [_outcome(future, index, len(tasks))
-              for index, future in enumerate(futures)]
+  """`_run` for `build_shards`: raises `_Interrupted` after Ctrl-C."""
+  outcomes = _run(pool, interrupted, tasks)
   if interrupted.is_set():
     raise _Interrupted(outcomes)
   return outcomes
