@@ -51,7 +51,9 @@ class ResumeStateError(RldsReverbError, ValueError):
 
 
 class ShardsFailedError(RldsReverbError):
-  """One or more processes of a sharded push failed; says which and why."""
+  """One or more processes of a sharded push or build failed; says which and
+  why. Also what a script gets that calls `push_shards` or `build_shards`
+  without `if __name__ == '__main__':` (its workers import it again)."""
 
 
 class MalformedEpisodeError(RldsReverbError, ValueError):

@@ -16,7 +16,12 @@ would share one GIL), so it takes a source that can be opened again by name
 yourself, run `push` in your own processes on `rlds_data.shard(N, i)` (every
 process then reads all episodes and keeps every N-th: N reads of the data
 instead of one). Processes are spawned, so a script calling this needs the
-usual `if __name__ == '__main__':` guard.
+usual `if __name__ == '__main__':` guard: a worker imports the script
+again, and a script that calls this at import gets ShardsFailedError saying
+so (the worker ends at the call, quietly, with `IMPORTING_MAIN_EXIT`).
+
+Workers end when the process that started them dies, however it dies
+(`_util.lifeline`): a parent killed with SIGKILL leaves no idle worker.
 
 A pool of plain processes, not Beam's DirectRunner: it needs no Beam, starts
 no pipeline, and keeps a resume file per shard. The parent imports neither
@@ -31,6 +36,7 @@ import multiprocessing
 import os
 import shutil
 import signal
+import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import warnings
@@ -39,6 +45,7 @@ from rlds_reverb import _resume as resume_lib
 from rlds_reverb import addresses
 from rlds_reverb import held as held_lib
 from rlds_reverb import push_options
+from rlds_reverb._util import lifeline
 from rlds_reverb._util import wording
 from rlds_reverb.errors import ShardsFailedError
 from rlds_reverb.push_options import CheckOptions
@@ -49,6 +56,9 @@ DEFAULT_TIMEOUT_S = push_options.DEFAULT_TIMEOUT_S
 # The counts of a `PushResult` that add up over shards.
 SUMMED = ('episodes', 'trajectories', 'items', 'skipped_episodes',
           'skipped_trajectories', 'resumed_after_episodes')
+# The status of a worker that found its script calling us while it imported
+# it (no `if __name__ == '__main__':`); its parent reads it.
+IMPORTING_MAIN_EXIT = 87
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,10 +119,10 @@ def push_shards(dataset: Union[str, Sequence[str]],
     KeyboardInterrupt: interrupted (Ctrl-C); a note per shard says what it
       confirmed (`interrupted_notes`).
     ShardsFailedError: some shard failed; names each, with its error, and
-      what the others confirmed. The others ran to their end.
+      what the others confirmed. The others ran to their end. Or the
+      calling script lacks `if __name__ == '__main__':` (says so).
   """
-  from rlds_reverb.checked_push import PushResult  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  from rlds_reverb.checked_push import SkippedEpisode  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  _exit_if_importing_main()
   start = time.perf_counter()
   options = push_options.of(options, images=images, image_format=image_format,
                             image_fields=image_fields, **settings)
@@ -138,6 +148,9 @@ def push_shards(dataset: Union[str, Sequence[str]],
         f'| the {wording.count(len(done), "other")} confirmed '
         f'{wording.count(sum(r["episodes"] for r in done), "episode")}.')
   total = summed(outcomes)
+  # TensorFlow in this process only now: the workers had the cores to start.
+  from rlds_reverb.checked_push import PushResult  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.checked_push import SkippedEpisode  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   return PushResult(
       seconds=time.perf_counter() - start,
       **{name: total[name] for name in SUMMED},
@@ -157,29 +170,100 @@ def run_shards(dataset, server, tables, *, workers: int, split: str = 'train',
   (Ctrl-C, SIGINT), every shard is interrupted, and each says what it
   confirmed.
   """
+  _exit_if_importing_main()
   if workers < 1:
     raise ValueError(f'workers must be >= 1, got {workers}.')
   servers = [server] if isinstance(server, str) else list(server)
   check_servers(servers, options.timeout)
+  with _spawned_pool(workers) as (pool, interrupted):
+    return _run(pool, interrupted, 'push_shards', [
+        (_push_shard, dataset, split, data_dir, (index, workers),
+         servers[index % len(servers)], tables, options,
+         _shard_checks(checks, index, workers))
+        for index in range(workers)])
+
+
+@contextlib.contextmanager
+def _spawned_pool(workers: int):
+  """A pool of `workers` spawned processes that end with this one, and the
+  event that tells them Ctrl-C came while they started.
+
+  Processes are started by the thread that submits (Python 3.11 spawns on
+  demand): the thread running `run_shards` or `build_shards`, which waits
+  for them, so their parent-death signal fires only when this process dies.
+  """
   context = multiprocessing.get_context('spawn')
   interrupted = context.Event()
   with concurrent.futures.ProcessPoolExecutor(
       workers, mp_context=context, initializer=_start_worker,
-      initargs=(interrupted,)) as pool:
-    with _sigint_ignored():  # Inherited: workers start deaf to Ctrl-C.
-      futures = [
-          pool.submit(_push_shard, dataset, split, data_dir, (index, workers),
-                      servers[index % len(servers)], tables, options,
-                      _shard_checks(checks, index, workers))
-          for index in range(workers)]
-    try:
-      concurrent.futures.wait(futures)
-    except KeyboardInterrupt:
-      interrupted.set()  # For workers still starting: they look at it.
-      _interrupt(pool)  # A terminal's Ctrl-C reached them; `kill` may not.
-      concurrent.futures.wait(futures)  # Each confirms and says so.
-    return [_outcome(future, index, workers)
-            for index, future in enumerate(futures)]
+      initargs=(interrupted, os.getpid())) as pool:
+    yield pool, interrupted
+
+
+def _run(pool, interrupted, caller: str, tasks) -> List[ShardOutcome]:
+  """Runs `tasks` (fn, *args) in the pool; their outcomes, in order, every
+  task run to its end. Interrupted (Ctrl-C, SIGINT), every task is
+  interrupted, and each says what it confirmed.
+
+  Raises:
+    ShardsFailedError: the workers died importing the main script, which
+      calls `caller` at import (no `if __name__ == '__main__':`).
+  """
+  with _sigint_ignored():  # Inherited: workers start deaf to Ctrl-C.
+    futures = [_submit(pool, task) for task in tasks]
+  processes = _processes(pool)
+  try:
+    concurrent.futures.wait(futures)
+  except KeyboardInterrupt:
+    interrupted.set()  # For workers still starting: they look at it.
+    _interrupt(pool)  # A terminal's Ctrl-C reached them; `kill` may not.
+    concurrent.futures.wait(futures)  # Each confirms and says so.
+  outcomes = [_outcome(future, index, len(tasks))
+              for index, future in enumerate(futures)]
+  if any(o.error_type == 'BrokenProcessPool' for o in outcomes):
+    pool.shutdown(wait=True)  # Joins the workers: their exit codes are known.
+    if any(p.exitcode == IMPORTING_MAIN_EXIT for p in processes):
+      raise ShardsFailedError(_main_guard_text(caller))
+  return outcomes
+
+
+def _submit(pool, task) -> concurrent.futures.Future:
+  """`pool.submit(*task)`; a pool broken already (a worker died while the
+  others were spawned) gives a future failed as the running ones fail."""
+  try:
+    return pool.submit(*task)
+  except concurrent.futures.BrokenExecutor as e:
+    future = concurrent.futures.Future()
+    future.set_exception(e)
+    return future
+
+
+def _main_guard_text(caller: str) -> str:
+  """What to do when the workers found the script calling `caller` as they
+  imported it."""
+  main = sys.modules.get('__main__')
+  script = getattr(main, '__file__', None) or 'the main script'
+  return (f'{caller} was called again in its worker processes, which import '
+          f"{script} anew: put the call under `if __name__ == '__main__':` "
+          f'in {script}.')
+
+
+def _exit_if_importing_main() -> None:
+  """In a spawned worker that is still importing the main script (which
+  called us at import): ends the worker, at once and quietly, with
+  `IMPORTING_MAIN_EXIT` for its parent to read, instead of starting workers
+  of its own (multiprocessing would refuse, with a traceback per worker).
+
+  `_inheriting` is multiprocessing's own mark of it (`spawn._main` sets it
+  while it prepares the process; `spawn._check_not_importing_main` reads it).
+  """
+  if getattr(multiprocessing.current_process(), '_inheriting', False):
+    os._exit(IMPORTING_MAIN_EXIT)  # Unflushed: its output is the parent's.
+
+
+def _processes(pool: concurrent.futures.ProcessPoolExecutor) -> list:
+  """The pool's processes (`_processes`, pid -> Process, as in `_interrupt`)."""
+  return list((getattr(pool, '_processes', None) or {}).values())
 
 
 def _outcome(future: concurrent.futures.Future, index: int,
@@ -232,7 +316,10 @@ def _sigint_ignored():
 _interrupted = None  # In a worker: the parent's event, set on Ctrl-C.
 
 
-def _start_worker(interrupted) -> None:
+def _start_worker(interrupted, parent_pid: int) -> None:
+  """In a worker, before any task: it ends with its parent, and keeps the
+  parent's Ctrl-C event."""
+  lifeline.end_with_parent(parent_pid)
   global _interrupted  # pylint: disable=global-statement
   _interrupted = interrupted
 
@@ -257,7 +344,7 @@ def _interrupt(pool: concurrent.futures.ProcessPoolExecutor) -> None:
   The executor has no public handle on them (`_processes`, pid -> Process,
   the same from Python 3.8 to 3.13).
   """
-  for process in list(getattr(pool, '_processes', {}).values()):
+  for process in _processes(pool):
     if process.is_alive():
       os.kill(process.pid, signal.SIGINT)
 
@@ -410,8 +497,10 @@ def build_shards(dataset: Union[str, Sequence[str]], directory: str, tables,
       process starts.
     ShardsFailedError: a share or a merge failed (each named); no new
       checkpoint is left for any server, nor a directory the build made.
+      Or the calling script lacks `if __name__ == '__main__':` (says so).
     KeyboardInterrupt: Ctrl-C; nothing is left.
   """
+  _exit_if_importing_main()
   if workers < 1 or servers < 1:
     raise ValueError(f'workers and servers must be >= 1, got {workers} and '
                      f'{servers}.')
@@ -424,12 +513,8 @@ def build_shards(dataset: Union[str, Sequence[str]], directory: str, tables,
   from rlds_reverb.checkpoints import writer as writer_lib  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   writer_lib.check_root(directory)  # Before any process starts.
   made_directory = not os.path.exists(directory)
-  context = multiprocessing.get_context('spawn')
-  interrupted = context.Event()
   made: List[str] = []
-  with concurrent.futures.ProcessPoolExecutor(
-      workers, mp_context=context, initializer=_start_worker,
-      initargs=(interrupted,)) as pool:
+  with _spawned_pool(workers) as (pool, interrupted):
     try:
       shares = _each(pool, interrupted, [
           (_build_share, dataset, split, data_dir, (index, workers),
@@ -474,17 +559,8 @@ def _warn_capacity(texts: Sequence[str]) -> None:
 
 
 def _each(pool, interrupted, tasks) -> List[ShardOutcome]:
-  """Runs `tasks` (fn, *args) in the pool; their outcomes, in order."""
-  with _sigint_ignored():
-    futures = [pool.submit(*task) for task in tasks]
-  try:
-    concurrent.futures.wait(futures)
-  except KeyboardInterrupt:
-    interrupted.set()
-    _interrupt(pool)
-    concurrent.futures.wait(futures)
-  outcomes = [_outcome(future, index, len(tasks))
-              for index, future in enumerate(futures)]
+  """`_run` for `build_shards`: raises `_Interrupted` after Ctrl-C."""
+  outcomes = _run(pool, interrupted, 'build_shards', tasks)
   if interrupted.is_set():
     raise _Interrupted(outcomes)
   return outcomes

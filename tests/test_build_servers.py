@@ -10,6 +10,8 @@ half-written or missing are never merged.
 """
 
 import os
+import subprocess
+import sys
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
@@ -26,7 +28,9 @@ from rlds_reverb import tables  # pylint: disable=g-import-not-at-top
 from rlds_reverb.checkpoints import parts  # pylint: disable=g-import-not-at-top
 from rlds_reverb.errors import CheckpointWriteError  # pylint: disable=g-import-not-at-top
 from tests import export_data  # pylint: disable=g-import-not-at-top
+from tests import process_tree  # pylint: disable=g-import-not-at-top
 from tests import reverb_tables  # pylint: disable=g-import-not-at-top
+from tests.cli_runs import HANG_GUARD_S  # pylint: disable=g-import-not-at-top
 
 # Steps per episode: short ones (no item) too, over several record files.
 LENGTHS = [1, 7, 30, 2, 40, 3, 25, 11, 39, 15, 6, 35, 4, 28]
@@ -195,3 +199,18 @@ def test_a_server_too_small_keeps_its_newest_items_and_warns(
     root = parts.server_root(tmp_path / 'built', server_index, SERVERS)
     got = loaded_items(root, signature)
     assert_same_items(got, pushed[server_index][-40:])
+
+
+def test_killed_build_leaves_no_worker_running(source, tmp_path):
+  """`kill -9` of `build --workers 2 --servers 2` as soon as its workers
+  exist: they (still starting, or tied already) and multiprocessing's
+  resource tracker end too, instead of waiting forever for work."""
+  build = subprocess.Popen(
+      [sys.executable, '-m', 'rlds_reverb', 'build', '--dataset', source,
+       '--out', tmp_path / 'built', '--table', TABLE.name, '--workers', '2',
+       '--servers', str(SERVERS)],
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  procs = process_tree.wait_children(build.pid, 2, HANG_GUARD_S,
+                                     like='spawn_main')
+  _, stderr, left = process_tree.kill_parent(build, procs, HANG_GUARD_S)
+  assert left == [], stderr

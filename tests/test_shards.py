@@ -16,6 +16,7 @@ import reverb
 
 import rlds_reverb
 from rlds_reverb import specs
+from tests import process_tree
 from tests import reverb_tables
 from tests import rlds_data
 from tests.cli_data import write_tfds
@@ -235,3 +236,64 @@ def test_ctrl_c_of_push_shards_raises_keyboard_interrupt_per_shard(
   assert any('may or may not be in the table' in line or
              'Written and confirmed before the interruption' in line
              for line in lines[1:]), stdout
+
+
+# Scripts that call push_shards or build_shards at import, as a first script
+# often does; each worker process imports the script again.
+UNGUARDED_SCRIPTS = {
+    'push_shards': (
+        "import sys\nimport rlds_reverb\n\nprint('the script runs')\n"
+        "rlds_reverb.push_shards(sys.argv[1], sys.argv[2], 'a', workers=2)\n"),
+    'build_shards': (
+        "import sys\nimport rlds_reverb\n\nprint('the script runs')\n"
+        "rlds_reverb.build_shards(sys.argv[1], sys.argv[3], ['a'], "
+        "workers=2)\n"),
+}
+
+
+@pytest.mark.parametrize('caller', list(UNGUARDED_SCRIPTS))
+def test_a_script_without_the_main_guard_is_told_what_to_do(
+    caller, dataset_dir, server, tmp_path):
+  """One line (not BrokenProcessPool, nor a traceback per worker); the
+  workers end at the call, before they push or build anything."""
+  script = tmp_path / 'load.py'
+  script.write_text(UNGUARDED_SCRIPTS[caller])
+  result = subprocess.run(
+      [sys.executable, str(script), dataset_dir, reverb_tables.address(server),
+       str(tmp_path / 'built')],
+      capture_output=True, text=True, timeout=HANG_GUARD_S)
+  assert result.returncode == 1
+  assert result.stderr.count('Traceback') == 1, result.stderr
+  assert result.stderr.splitlines()[-1] == (
+      f'rlds_reverb.errors.ShardsFailedError: {caller} was called again in '
+      f'its worker processes, which import {script} anew: put the call '
+      f"under `if __name__ == '__main__':` in {script}.")
+  assert reverb_tables.table_size(reverb.Client(reverb_tables.address(server)),
+                                  'a') == 0
+  assert not (tmp_path / 'built').exists()
+
+
+# Slow tier: two workers pushing, then killed. The default tier kills a
+# build's workers (the same pool, `parallel._spawned_pool`) as they start in
+# test_build_servers.test_killed_build_leaves_no_worker_running, and each way
+# a worker ends with its parent in tests/test_lifeline.py.
+@pytest.mark.slow
+def test_killed_push_leaves_no_worker_running(dataset_dir):
+  """`kill -9` of `push --workers 2` while both workers push (the queue is
+  full: they wait on it): they and multiprocessing's resource tracker end."""
+  with ServerProcess([{'name': 'queue', 'kind': 'queue', 'size': 3}]) as server:
+    push = subprocess.Popen(
+        [sys.executable, '-m', 'rlds_reverb', 'push', '--dataset',
+         dataset_dir, '--server', server.address, '--table', 'queue',
+         '--workers', '2'],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    client = reverb.Client(server.address)
+    deadline = time.monotonic() + HANG_GUARD_S
+    while reverb_tables.table_size(client, 'queue') < 3:  # Now they wait.
+      assert push.poll() is None, push.communicate()
+      assert time.monotonic() < deadline, 'the queue never filled up'
+      time.sleep(0.01)
+    procs = process_tree.children(push.pid)
+    assert sum('spawn_main' in proc.cmd for proc in procs) == 2, procs
+    _, stderr, left = process_tree.kill_parent(push, procs, HANG_GUARD_S)
+  assert left == [], stderr

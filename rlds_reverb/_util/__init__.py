@@ -7,6 +7,7 @@
     lazy         package names that import their module on first use
     clean_exit   scripts end without "Exception ignored in __del__"
     wire         protobuf's wire format and TFRecord's framing
+    lifeline     worker processes that end when their parent dies
 
 Private (the underscore): no public name is defined here. Each module imports
 nothing of `rlds_reverb` and knows nothing of RLDS, Reverb or TF-Agents, so

@@ -6,7 +6,8 @@
       -> a warning per table that held items before any shard wrote (once)
       -> each shard's warnings and skipped episodes, prefixed with its shard
       -> the sum of their counts, or each failure's error line; interrupted
-         (Ctrl-C), 'interrupted.' and what each shard confirmed, exit 130
+         (Ctrl-C), 'interrupted.' and what each shard confirmed, exit 130;
+         killed (kill -9), the workers end with it (`_util.lifeline`)
 
 The library runs the shards (`rlds_reverb.parallel`, what `push_shards`
 runs); this module prints. Workers run to their end even when another
