@@ -27,6 +27,7 @@ from rlds_reverb import specs  # pylint: disable=g-import-not-at-top
 from rlds_reverb import tables  # pylint: disable=g-import-not-at-top
 from rlds_reverb.checkpoints import parts  # pylint: disable=g-import-not-at-top
 from rlds_reverb.errors import CheckpointWriteError  # pylint: disable=g-import-not-at-top
+from tests import extras  # pylint: disable=g-import-not-at-top
 from tests import export_data  # pylint: disable=g-import-not-at-top
 from tests import process_tree  # pylint: disable=g-import-not-at-top
 from tests import reverb_tables  # pylint: disable=g-import-not-at-top
@@ -112,6 +113,7 @@ def test_local_workers_build_one_checkpoint_per_server(
 
 
 @pytest.mark.slow
+@extras.needs('beam')
 def test_beam_builds_one_checkpoint_per_server(source, signature, pushed,
                                                tmp_path):
   from rlds_reverb import beam as rlds_beam  # pylint: disable=g-import-not-at-top,import-outside-toplevel

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from rlds_reverb import cli
+from tests import extras
 from tests.cli_runs import HANG_GUARD_S
 from tests.cli_runs import error_lines
 from tests.cli_runs import run_cli
@@ -120,7 +121,8 @@ def test_malformed_server_is_a_usage_error(server):
 REFUSED_RUNS = {
     'one_push': [],
     'workers': ['--workers', '2'],
-    'runner': ['--runner', 'DirectRunner'],
+    'runner': pytest.param(['--runner', 'DirectRunner'],
+                           marks=extras.needs('beam')),
 }
 
 
