@@ -24,6 +24,7 @@ from tf_agents.trajectories import trajectory
 
 import rlds_reverb
 from rlds_reverb import tables
+from rlds_reverb.mixture import choices
 from rlds_reverb.mixture import rounding
 from rlds_reverb.mixture import watchdog
 from rlds_reverb.mixture import weights as weights_lib
@@ -207,6 +208,37 @@ def test_every_batch_holds_exactly_its_rows_of_every_source(servers):
   assert got == expected_counts(weights, 16, 2000)
   totals = np.sum(got, axis=0)
   assert np.all(np.abs(totals - 2000 * 16 * np.array(weights) / 6.5) < 1)
+
+
+def test_each_iterator_starts_at_batch_0_with_its_own_carry(servers):
+  """Two iterators of one mixture, drawn in turns: each gets the rule's
+  batches 0, 1, 2, ... (1:2:3 of 64: 11, 21, 32, then 10, 22, 32, ...)."""
+  dataset = rlds_reverb.replay_mixture(servers.pairs(), [1, 2, 3], 64)
+  first, second = iter(dataset), iter(dataset)
+  got = {'first': [], 'second': []}
+  for _ in range(4):
+    got['first'].append(per_source(next(first)[0]))
+    got['second'].append(per_source(next(second)[0]))
+  want = expected_counts([1, 2, 3], 64, 4)
+  assert got == {'first': want, 'second': want}
+
+
+def test_an_iterator_whose_counts_were_dropped_fails_that_batch():
+  """After MAX_ITERATORS newer iterators, the oldest one's carry is gone."""
+  def counts():
+    while True:
+      yield [1, 1], [True, True]
+
+  iterators = choices.Iterators(counts, watchdog.Demand(2), 2)
+  oldest = iterators.start()
+  for _ in range(choices.MAX_ITERATORS):
+    iterators.start()
+  rows, message = iterators.next(oldest)
+  assert rows.tolist() == [0, 0]
+  assert message.decode() == (
+      f'This iterator of the mixture was dropped: {choices.MAX_ITERATORS} '
+      f'newer iterators of it were made since.')
+  assert iterators.next(oldest + 1)[1] == b''
 
 
 def test_rows_are_the_items_written(servers):
@@ -622,7 +654,7 @@ VERDICTS = {
          (2, B_EMPTY, DUE), (3.9, B_EMPTY, DUE)], ''),
     'a_removing_table_empty_is_no_fault': (
         [(0, UP, DUE), (5, UP, DUE), (9, UP, DUE)], ''),
-    'a_pause_in_sampling_starts_afresh': (
+    'a_gap_between_checks_starts_afresh': (
         [(0, B_SILENT, DUE), (1, B_SILENT, DUE), (7, B_SILENT, DUE)], ''),
 }
 

@@ -65,8 +65,9 @@ class Iterators:
         rows = self._live.get(int(iterator_id))
       if rows is None:
         return (np.zeros(self._num_sources, np.int64),
-                f'This iterator of the mixture was dropped: over '
-                f'{MAX_ITERATORS} iterators were made after it.'.encode())
+                f'This iterator of the mixture was dropped: '
+                f'{MAX_ITERATORS} newer iterators of it were made '
+                f'since.'.encode())
       counts, message = next(rows)
       return np.asarray(counts, np.int64), message.encode()
 
