@@ -85,9 +85,12 @@ def mixed_replay(offline: ReplayLike, online: ReplayLike,
     start_step: the step the first batch is drawn for (e.g. the agent's
       train step when the mixed phase starts).
     num_parallel_calls: passed to each buffer's `as_dataset`.
-    timeout: seconds to wait for the server when given `(address, table)`,
-      and for an item of such a table if it removes sampled items (the
-      dataset then fails, naming the table: `reading.ReplayBuffer`).
+    timeout: seconds a server may leave unanswered, and a table that
+      batches take rows from may stay empty, before the dataset fails
+      naming the server and the table (a watchdog asks the servers every
+      0.5 s: `replay_mixture`'s `timeout`); also how long to wait for an
+      item of a table given as `(address, table)` that removes sampled
+      items (`reading.ReplayBuffer`).
 
   Raises:
     MixedReplayError: a fraction outside [0, 1] (also from a schedule, at
@@ -97,6 +100,9 @@ def mixed_replay(offline: ReplayLike, online: ReplayLike,
       whose data specs differ, an offline table that removes sampled items.
     AddressError, ServerUnavailableError, TableNotFoundError: for
       `(address, table)`.
+
+  While iterating: `tf.errors.InvalidArgumentError` with one line of ours,
+  as `replay_mixture`'s.
   """
   schedule = as_schedule(offline_fraction)
   if not isinstance(sample_batch_size, int) or sample_batch_size < 1:
@@ -110,9 +116,8 @@ def mixed_replay(offline: ReplayLike, online: ReplayLike,
       'max_times_sampled=0 (mixed_replay_tables does).')
   counts = functools.partial(batch_counts, schedule, start_step,
                              sample_batch_size)
-  return mixture.mixture_dataset([source.buffer for source in checked],
-                                 counts, sample_batch_size, num_steps,
-                                 num_parallel_calls)
+  return mixture.mixture_dataset(checked, counts, sample_batch_size,
+                                 num_steps, num_parallel_calls, timeout)
 
 
 def mixed_replay_tables(signature, online_max_size: int, *,
@@ -169,10 +174,11 @@ def offline_count(schedule: Schedule, step: int, batch_size: int) -> int:
 
 
 def batch_counts(schedule: Schedule, start_step: int, batch_size: int):
-  """[n, B - n] for batch 0, 1, 2, ...: the schedule at start_step,
-  start_step + 1, ..."""
+  """([n, B - n], which table is due rows) for batch 0, 1, 2, ...: the
+  schedule at start_step, start_step + 1, ..."""
   step = start_step
   while True:
     offline = offline_count(schedule, step, batch_size)
-    yield [offline, batch_size - offline]
+    counts = [offline, batch_size - offline]
+    yield counts, [count > 0 for count in counts]
     step += 1

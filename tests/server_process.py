@@ -4,7 +4,8 @@
 
 Prints 'port N' once serving, then serves until killed or stdin closes.
 Kinds: 'fifo' (max_size, drainable: each item sampled once), 'queue' (size),
-'ratio' (SampleToInsertRatio: samples_per_insert, min_size, error_buffer).
+'ratio' (SampleToInsertRatio: samples_per_insert, min_size, error_buffer),
+'uniform' (max_size; items kept when sampled, as replay and mixtures read).
 A table is signed for an RLDS dataset's trajectories when its config has
 'signed_for': a dataset directory; else unsigned (Reverb accepts any data).
 """
@@ -32,6 +33,8 @@ def _table(config):
         name, sampler='fifo', max_size=max_size, min_size=config['min_size'],
         samples_per_insert=config['samples_per_insert'],
         error_buffer=config['error_buffer'])
+  elif kind == 'uniform':
+    options = tables.uniform(name, max_size)
   else:
     options = tables.fifo(name, max_size)
   return tables.table(options, signature)

@@ -22,6 +22,7 @@ from tf_agents.trajectories import trajectory
 
 import rlds_reverb
 from rlds_reverb import tables
+from tests import mixture_faults
 from tests import reverb_tables
 from tests import rlds_data
 
@@ -101,6 +102,7 @@ class Replay:
         rlds_reverb.mixed_replay_tables(signature, ONLINE_MAX_SIZE) + [
             unsigned_table('unsigned'),
             unsigned_table('wide', signature=wide),
+            unsigned_table('empty', signature=signature),
             unsigned_table('consumed', signature=signature,
                            max_times_sampled=1)])
     self.address = reverb_tables.address(self.server)
@@ -314,10 +316,11 @@ def test_schedule_out_of_range_later_fails_that_batch(replay):
   iterator = iter(dataset)
   for _ in range(3):  # Steps 0, 1, 2: fractions 0, 0.5, 1.
     next(iterator)
-  with pytest.raises(tf.errors.InvalidArgumentError,
-                     match=r'offline_fraction must be in \[0, 1\], got 1.5 '
-                           r'from the schedule at step 3\.'):
+  with pytest.raises(tf.errors.InvalidArgumentError) as error:
     next(iterator)
+  assert mixture_faults.one_line(error.value) == (
+      'offline_fraction must be in [0, 1], got 1.5 from the schedule at step '
+      '3.')
 
 
 @pytest.mark.parametrize('size', [0, -1, 2.0])
@@ -343,7 +346,7 @@ def test_unknown_table(replay):
                              replay.buffer('online'), 0.5, 4)
   assert str(error.value) == (
       f"Reverb server at {replay.address} has no table 'offlin'; its tables "
-      "are ['consumed', 'offline', 'online', 'unsigned', 'wide'].")
+      "are ['consumed', 'empty', 'offline', 'online', 'unsigned', 'wide'].")
 
 
 def test_no_server_answers(silent_address):
@@ -430,3 +433,41 @@ def test_offline_table_that_removes_sampled_items(replay):
       "The offline table 'consumed' removes an item after 1 sample, so "
       'mixed replay would drain the RLDS data; use max_times_sampled=0 '
       '(mixed_replay_tables does).')
+
+
+# --- A server that dies, a table that stays empty: `replay_mixture`'s
+# watchdog (tests/test_replay_mixture.py has its cases). ----------------------
+
+def test_a_killed_online_server_fails_the_mixed_replay_naming_it():
+  with mixture_faults.cartpole_server() as offline:
+    with mixture_faults.doomed_server() as online:
+      iterator = iter(rlds_reverb.mixed_replay(
+          (offline, 'replay'), (online.address, 'replay'), 0.5, 8,
+          timeout=1))
+      next(iterator)
+      next(iterator)
+      online.kill()  # SIGKILL, while the mixed replay samples it.
+      error = mixture_faults.error_of_next(iterator)
+  assert mixture_faults.one_line(error) == (
+      f'The Reverb server at {online.address} did not answer for 1 s, so the '
+      f'online table replay cannot be sampled: the server stopped or cannot '
+      f'be reached, and Reverb retries without end.')
+
+
+def test_an_online_table_still_empty_after_the_timeout_fails(replay):
+  iterator = iter(rlds_reverb.mixed_replay(
+      replay.buffer('offline'), (replay.address, 'empty'), 0.5, 4, timeout=1))
+  assert mixture_faults.one_line(mixture_faults.error_of_next(iterator)) == (
+      f'The online table empty at {replay.address} stayed empty for 1 s while '
+      f'batches need its rows, and Reverb waits for an item without end: '
+      f'insert items before sampling it, or give it no rows.')
+
+
+def test_an_empty_online_table_is_no_fault_while_batches_are_offline(replay):
+  """offline_fraction 1 for 3 timeouts: no online row is due."""
+  iterator = iter(rlds_reverb.mixed_replay(
+      replay.buffer('offline'), (replay.address, 'empty'), 1.0, 4,
+      timeout=1))
+  until = time.monotonic() + 3
+  while time.monotonic() < until:
+    assert sources(next(iterator)[0]) == ['offline'] * 4

@@ -6,7 +6,13 @@ sampled batch says which table it was sampled from (and which item).
 """
 
 import dataclasses
+import json
+import os
 import math
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -18,13 +24,19 @@ from tf_agents.trajectories import trajectory
 
 import rlds_reverb
 from rlds_reverb import tables
+from rlds_reverb.mixture import choices
 from rlds_reverb.mixture import rounding
+from rlds_reverb.mixture import watchdog
+from rlds_reverb.mixture import weights as weights_lib
+from tests import mixture_faults
 from tests import reverb_tables
 from tests import rlds_data
 
 NUM_STEPS = 2
 OBSERVATION_SIZE = 3
 SIZES = (10, 20, 30)  # Items on the three servers: 1:2:3.
+# Batches tf.data may build ahead of `next` in a `lazy` mixture, at most.
+LOOK_AHEAD = 4
 
 
 def episode(source: int, items: int, first_serial: int = 0):
@@ -112,8 +124,8 @@ def own_servers():
 
 def lazy(dataset: tf.data.Dataset) -> tf.data.Dataset:
   """No prefetch injected, no map made parallel: batch k's weights are then
-  computed when it is asked for (not a batch or two ahead), so a change made
-  between two `next` calls shows in the next batch."""
+  computed at most a batch or two before it is asked for (the watchdog's
+  interleave draws the batches on a thread of their own, one ahead)."""
   options = tf.data.Options()
   options.experimental_optimization.inject_prefetch = False
   options.experimental_optimization.map_parallelization = False
@@ -196,6 +208,37 @@ def test_every_batch_holds_exactly_its_rows_of_every_source(servers):
   assert got == expected_counts(weights, 16, 2000)
   totals = np.sum(got, axis=0)
   assert np.all(np.abs(totals - 2000 * 16 * np.array(weights) / 6.5) < 1)
+
+
+def test_each_iterator_starts_at_batch_0_with_its_own_carry(servers):
+  """Two iterators of one mixture, drawn in turns: each gets the rule's
+  batches 0, 1, 2, ... (1:2:3 of 64: 11, 21, 32, then 10, 22, 32, ...)."""
+  dataset = rlds_reverb.replay_mixture(servers.pairs(), [1, 2, 3], 64)
+  first, second = iter(dataset), iter(dataset)
+  got = {'first': [], 'second': []}
+  for _ in range(4):
+    got['first'].append(per_source(next(first)[0]))
+    got['second'].append(per_source(next(second)[0]))
+  want = expected_counts([1, 2, 3], 64, 4)
+  assert got == {'first': want, 'second': want}
+
+
+def test_an_iterator_whose_counts_were_dropped_fails_that_batch():
+  """After MAX_ITERATORS newer iterators, the oldest one's carry is gone."""
+  def counts():
+    while True:
+      yield [1, 1], [True, True]
+
+  iterators = choices.Iterators(counts, watchdog.Demand(2), 2)
+  oldest = iterators.start()
+  for _ in range(choices.MAX_ITERATORS):
+    iterators.start()
+  rows, message = iterators.next(oldest)
+  assert rows.tolist() == [0, 0]
+  assert message.decode() == (
+      f'This iterator of the mixture was dropped: {choices.MAX_ITERATORS} '
+      f'newer iterators of it were made since.')
+  assert iterators.next(oldest + 1)[1] == b''
 
 
 def test_rows_are_the_items_written(servers):
@@ -302,25 +345,57 @@ def test_sizes_are_read_again_every_k_batches_as_they_grow(own_servers):
   assert before + after == [[6, 6]] * 10 + [[3, 9]] * 5
 
 
-def test_a_source_that_empties_is_left_out_until_it_has_items_again(
+def test_a_source_without_items_gets_rows_once_a_reading_finds_some(
     own_servers):
-  """Read every batch: source 1 reset -> the other two share its rows;
-  refilled -> its share is back."""
-  mine = own_servers([10, 10, 20])
+  """Read every batch: source 1 empty -> the other two share its rows;
+  30 items pushed -> its share comes within a few batches (those built
+  ahead keep the old reading), and stays."""
+  mine = own_servers([10, 0, 20])
   dataset = lazy(rlds_reverb.replay_mixture(
       mine.pairs(), 'size', 8, refresh_sizes_every=1))
   iterator = iter(dataset)
   apportioner = rounding.Apportioner(3, 8)  # One carry, as the mixture's.
-
-  def check(sizes):
-    for _ in range(3):
-      assert per_source(next(iterator)[0]) == apportioner.counts(sizes)
-
-  check([10, 10, 20])
-  mine.client(1).reset('data')
-  check([10, 0, 20])
+  for _ in range(3):
+    assert per_source(next(iterator)[0]) == apportioner.counts([10, 0, 20])
   push(mine.client(1), 'data', 1, 30, first_serial=100)
-  check([10, 30, 20])
+  got = per_source(next(iterator)[0])
+  for _ in range(LOOK_AHEAD):
+    if got[1]:
+      break
+    assert got == apportioner.counts([10, 0, 20])
+    got = per_source(next(iterator)[0])
+  for _ in range(3):
+    assert got == apportioner.counts([10, 30, 20])
+    got = per_source(next(iterator)[0])
+
+
+def test_size_readings_follow_a_table_that_empties_and_fills(own_servers):
+  """A reading gives an emptied table weight 0, and its size once it has
+  items again."""
+  mine = own_servers([10, 20])
+  sizes = weights_lib.TableSizes(mine.pairs(), 1, timeout=1)
+  assert sizes(0) == [10.0, 20.0]
+  mine.client(1).reset('data')
+  assert sizes(1) == [10.0, 0.0]
+  push(mine.client(1), 'data', 1, 5)
+  assert sizes(2) == [10.0, 5.0]
+
+
+def test_size_readings_keep_a_silent_servers_last_sizes(own_servers):
+  """Whether it is gone is the watchdog's to say, after `timeout`."""
+  mine = own_servers([10, 20])
+  sizes = weights_lib.TableSizes(mine.pairs(), 1, timeout=1)
+  assert sizes(0) == [10.0, 20.0]
+  mine.servers[1].stop()
+  assert sizes(1) == [10.0, 20.0]
+
+
+def test_size_readings_of_a_server_never_read_raise(own_servers):
+  mine = own_servers([10, 20])
+  mine.servers[1].stop()
+  with pytest.raises(rlds_reverb.ServerUnavailableError,
+                     match=f'No Reverb server at {mine.addresses[1]}'):
+    weights_lib.TableSizes(mine.pairs(), 1, timeout=1)(0)
 
 
 def test_size_weights_start_without_an_empty_source(servers):
@@ -379,15 +454,18 @@ def test_bad_weights(servers, weights, message):
 
 
 def test_schedule_that_goes_bad_later_fails_that_batch(servers):
+  """In one line: no Python traceback in the error (nor on stderr:
+  `test_a_learner_sees_no_traceback_when_a_schedule_goes_bad`)."""
   dataset = rlds_reverb.replay_mixture(
       servers.pairs(), [lambda step: 1 - step, 1, 1], 4)
   iterator = iter(dataset)
   next(iterator)
   next(iterator)  # Steps 0, 1: weights 1 and 0.
-  with pytest.raises(tf.errors.InvalidArgumentError,
-                     match=r'weights\[0\] must be a finite number >= 0, got '
-                           r'-1.0 from its schedule at step 2\.'):
+  with pytest.raises(tf.errors.InvalidArgumentError) as error:
     next(iterator)
+  assert mixture_faults.one_line(error.value) == (
+      'weights[0] must be a finite number >= 0, got -1.0 from its schedule '
+      'at step 2.')
 
 
 def test_size_weights_of_empty_tables(servers):
@@ -397,22 +475,22 @@ def test_size_weights_of_empty_tables(servers):
   first, second = servers.addresses[:2]
   assert str(error.value) == (
       f"weights='size' must sum to more than 0, but every table is empty "
-      f"('empty' at {first}, 'empty' at {second}).")
+      f'(table empty at {first}, table empty at {second}).')
 
 
-def test_size_weights_when_every_table_empties_fail_after_the_timeout(
+def test_size_readings_of_tables_that_all_empty_fail_after_the_timeout(
     own_servers):
+  """Raised in Python, the dataset fails with this line in the graph (as
+  `test_schedule_that_goes_bad_later_fails_that_batch`)."""
   mine = own_servers([3])
-  dataset = lazy(rlds_reverb.replay_mixture(
-      mine.pairs(), 'size', 2, refresh_sizes_every=1, timeout=1))
-  iterator = iter(dataset)
-  next(iterator)
+  sizes = weights_lib.TableSizes(mine.pairs(), 1, timeout=1)
+  sizes(0)
   mine.client(0).reset('data')
-  with pytest.raises(tf.errors.InvalidArgumentError,
-                     match=f"weights='size': every table was empty for 1 s "
-                           f"\\('data' at {mine.addresses[0]}\\); a mixture "
-                           f'needs items to sample\\.'):
-    next(iterator)
+  with pytest.raises(rlds_reverb.MixedReplayError) as error:
+    sizes(1)
+  assert str(error.value) == (
+      f'With size weights, every table was empty for 1 s (table data at '
+      f'{mine.addresses[0]}); a mixture needs items to sample.')
 
 
 @pytest.mark.parametrize('size', [0, -1, 2.0, True])
@@ -534,3 +612,156 @@ def test_server_that_does_not_answer_is_named(servers, silent_address):
                            'within 1 s'):
     rlds_reverb.replay_mixture(
         [servers.pairs()[0], (silent_address, 'data')], [1, 1], 4, timeout=1)
+
+
+# --- A server that dies, a table that stays empty: the watchdog. -------------
+
+A, B = 'localhost:1', 'localhost:2'
+PLACES = [watchdog.Place('source 0', A, 'data', removes=False),
+          watchdog.Place('source 1', B, 'data', removes=False),
+          watchdog.Place('source 2', B, 'queue', removes=True)]
+UP = {A: {'data': 5}, B: {'data': 5, 'queue': 0}}
+B_SILENT = {A: {'data': 5}, B: None}
+B_EMPTY = {A: {'data': 5}, B: {'data': 0, 'queue': 0}}
+DUE = [True, True, True]
+B_SILENT_LINE = (
+    'The Reverb server at localhost:2 did not answer for 2 s, so the source 1 '
+    'table data and the source 2 table queue cannot be sampled: the server '
+    'stopped or cannot be reached, and Reverb retries without end.')
+B_EMPTY_LINE = (
+    'The source 1 table data at localhost:2 stayed empty for 2 s while '
+    'batches need its rows, and Reverb waits for an item without end: insert '
+    'items before sampling it, or give it no rows.')
+# (checks: (seconds, answers, due) each, the last check's verdict), timeout 2
+VERDICTS = {
+    'all_well': ([(0, UP, DUE), (1, UP, DUE), (3, UP, DUE)], ''),
+    'silent_under_the_timeout': (
+        [(0, B_SILENT, DUE), (1.9, B_SILENT, DUE)], ''),
+    'silent_for_the_timeout_names_every_table_on_it': (
+        [(0, B_SILENT, DUE), (1, B_SILENT, DUE), (2, B_SILENT, DUE)],
+        B_SILENT_LINE),
+    'back_before_the_timeout_starts_afresh': (
+        [(0, B_SILENT, DUE), (1, UP, DUE), (2, B_SILENT, DUE),
+         (3.9, B_SILENT, DUE)], ''),
+    'empty_and_due_for_the_timeout': (
+        [(0, B_EMPTY, DUE), (1, B_EMPTY, DUE), (2, B_EMPTY, DUE)],
+        B_EMPTY_LINE),
+    'empty_not_due': (
+        [(0, B_EMPTY, [True, False, True]), (2, B_EMPTY, [True, False, True])],
+        ''),
+    'due_again_starts_afresh': (
+        [(0, B_EMPTY, DUE), (1, B_EMPTY, [True, False, True]),
+         (2, B_EMPTY, DUE), (3.9, B_EMPTY, DUE)], ''),
+    'a_removing_table_empty_is_no_fault': (
+        [(0, UP, DUE), (5, UP, DUE), (9, UP, DUE)], ''),
+    'a_gap_between_checks_starts_afresh': (
+        [(0, B_SILENT, DUE), (1, B_SILENT, DUE), (7, B_SILENT, DUE)], ''),
+}
+
+
+@pytest.mark.parametrize('checks,expected', VERDICTS.values(),
+                         ids=VERDICTS.keys())
+def test_verdict_cases(checks, expected):
+  verdict = watchdog.Verdict(PLACES, timeout=2)
+  said = [verdict(now, answers, due) for now, answers, due in checks]
+  assert said[:-1] == [''] * (len(checks) - 1)
+  assert said[-1] == expected
+
+
+@pytest.fixture(scope='module')
+def cartpole():
+  with mixture_faults.cartpole_server() as address:
+    yield address
+
+
+# (weights, refresh_sizes_every): with 1, the sizes are read from the dead
+# server too, and its last sizes kept (the watchdog names it).
+KILLED = {'size': ('size', 100), 'size_read_every_batch': ('size', 1),
+          'fixed': ([1, 1], 100)}
+
+
+@pytest.mark.parametrize('weights,refresh', KILLED.values(),
+                         ids=KILLED.keys())
+def test_a_killed_server_fails_the_mixture_naming_it(cartpole, weights,
+                                                     refresh):
+  with mixture_faults.doomed_server() as doomed:
+    iterator = iter(rlds_reverb.replay_mixture(
+        [(cartpole, 'replay'), (doomed.address, 'replay')], weights, 8,
+        refresh_sizes_every=refresh, timeout=1))
+    next(iterator)
+    next(iterator)
+    doomed.kill()  # SIGKILL, while the mixture samples it.
+    error = mixture_faults.error_of_next(iterator)
+  assert mixture_faults.one_line(error) == (
+      f'The Reverb server at {doomed.address} did not answer for 1 s, so the '
+      f'source 1 table replay cannot be sampled: the server stopped or cannot '
+      f'be reached, and Reverb retries without end.')
+
+
+def test_an_empty_table_due_rows_fails_the_mixture_naming_it(servers):
+  empty = (servers.addresses[1], 'empty')
+  iterator = iter(rlds_reverb.replay_mixture(
+      [servers.pairs()[0], empty], [1, 1], 4, timeout=1))
+  assert mixture_faults.one_line(mixture_faults.error_of_next(iterator)) == (
+      f'The source 1 table empty at {servers.addresses[1]} stayed empty for '
+      f'1 s while batches need its rows, and Reverb waits for an item without '
+      f'end: insert items before sampling it, or give it no rows.')
+
+
+def test_an_empty_table_of_weight_0_is_no_fault(servers):
+  """Drawn for three timeouts: every batch from source 0."""
+  iterator = iter(rlds_reverb.replay_mixture(
+      [servers.pairs()[0], (servers.addresses[1], 'empty')], [1, 0], 4,
+      timeout=1))
+  until = time.monotonic() + 3
+  while time.monotonic() < until:
+    assert per_source(next(iterator)[0], 2) == [4, 0]
+
+
+def run_learner(config: dict, env=None, **popen) -> subprocess.Popen:
+  return subprocess.Popen(
+      [sys.executable, '-m', 'tests.mixture_learner', json.dumps(config)],
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+      **popen)
+
+
+def test_ctrl_c_stops_a_learner_that_waits_on_a_starved_table(servers):
+  """Batches 0-2 from source 0; batch 3 needs the empty table and waits in
+  C++, where the SIGINT finds the learner (TensorFlow's and Reverb's threads
+  are all started by then: a SIGINT within ~0.1 s of an iterator's start
+  crashed TF-Agents' own `as_dataset` in 1 of 9 runs). Python raises
+  KeyboardInterrupt once `next()` returns, at the latest when the watchdog
+  fails the dataset; then the process exits, its iterator still alive."""
+  learner = run_learner({
+      'sources': [servers.pairs()[0], (servers.addresses[1], 'empty')],
+      'weights': [1, [1, 0, 3]], 'timeout': 2})
+  try:
+    for batch in range(3):
+      assert learner.stdout.readline() == f'batch {batch}\n'
+    learner.send_signal(signal.SIGINT)
+    out, err = learner.communicate(timeout=mixture_faults.HANG_GUARD_S)
+  finally:
+    learner.kill()
+  assert learner.returncode == 130, err
+  assert out.startswith('stopped: KeyboardInterrupt\n'), out
+
+
+def test_a_learner_sees_no_traceback_when_a_schedule_goes_bad(servers):
+  """TensorFlow's own log on (TF_CPP_MIN_LOG_LEVEL=0): an exception raised
+  inside a dataset's Python is logged there with its traceback while the
+  batch is built ahead; ours fails in the graph. The learner then exits with
+  its iterator alive."""
+  learner = run_learner(
+      {'sources': servers.pairs(), 'weights': [[1, -1, 0], 1, 1],
+       'timeout': 30},
+      env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '0'})
+  try:
+    out, err = learner.communicate(timeout=mixture_faults.HANG_GUARD_S)
+  finally:
+    learner.kill()
+  assert learner.returncode == 0, err
+  assert 'Traceback' not in err, err
+  assert out.splitlines()[:3] == ['batch 0', 'batch 1',
+                                  'stopped: InvalidArgumentError']
+  assert ('assertion failed: [weights[0] must be a finite number >= 0, got '
+          '-1.0 from its schedule at step 2.]') in out

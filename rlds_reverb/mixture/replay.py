@@ -12,16 +12,20 @@ average, with fixed weights. Here:
                           |
     weights (numbers, schedules, 'size': weights.py)
       -> batch k's weights -> rounding.Apportioner -> rows [n_0, ..., n_N-1]
-      -> choices: n_0 zeros, n_1 ones, ... (a list built for batch k)
+      -> choices: n_0 zeros, n_1 ones, ... (a list built for batch k,
+         choices.py)
                           |
                           v  choose_from_datasets(streams, choices).batch(B)
+                          |  watchdog.guarded: a server silent, or a table
+                          v  due rows empty, for `timeout` s fails it
     (Trajectory [B, num_steps, ...], SampleInfo [B, num_steps]): rows
     0..n_0-1 from source 0, the next n_1 from source 1, ..., in every batch
 
 Batch k takes its B items, in order, from the choice list made for it, so it
 holds n_i items of source i exactly, not n_i on average. The weights are
-computed in Python once per batch, when tf.data builds it; prefetching does
-not shift them: batch k is the k-th batch of the iterator.
+computed in Python once per batch, when tf.data builds it (a batch or more
+ahead of its use); prefetching does not shift them: batch k is the k-th
+batch of the iterator.
 
 `mixed_replay` is the two-source case with its own rounding (each batch alone,
 halves up). Reverb's uniform sampler is not seeded: which items a batch holds
@@ -30,19 +34,19 @@ differs between runs; how many come from each source does not.
 
 import functools
 import math
-from typing import Callable, Collection, Iterator, List, Optional, Sequence
+from typing import Collection, Iterator, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
 from rlds_reverb.errors import MixedReplayError
+from rlds_reverb.mixture import choices
 from rlds_reverb.mixture import rounding
 from rlds_reverb.mixture import sources as sources_lib
+from rlds_reverb.mixture import watchdog
 from rlds_reverb.mixture import weights as weights_lib
 
 DEFAULT_TIMEOUT_S = 30.0
 ReplayLike = sources_lib.ReplayLike
-# A function yielding rows per source for batch 0, 1, 2, ...
-BatchCounts = Callable[[], Iterator[Sequence[int]]]
 
 
 def replay_mixture(sources: Sequence[ReplayLike], weights,
@@ -88,10 +92,18 @@ def replay_mixture(sources: Sequence[ReplayLike], weights,
       (`max_times_sampled` 0), or sampling would drain the dataset.
     num_parallel_calls: for the sources' `as_dataset`s together: each gets
       num_parallel_calls / N, at least 1 (None or AUTOTUNE: each its own).
-    timeout: seconds to wait for a server's answer; with `'size'`, also how
-      long every table may stay empty before the dataset fails. A table
-      given as `(address, table)` that removes sampled items is waited for
-      as long (`reading.ReplayBuffer`).
+    timeout: seconds a server may leave unanswered, and a table that
+      batches take rows from may stay empty, before the dataset fails
+      (Reverb's sampler would wait for both without end). When building:
+      each server's answer. While sampling, a watchdog asks every server
+      every 0.5 s (`watchdog`): a server that has not answered for `timeout`
+      seconds, or a table of weight above 0 empty for `timeout` seconds, its
+      server answering, fails the next `next()` with
+      `tf.errors.InvalidArgumentError`, naming the server, the table and the
+      source; a server back sooner is waited for. With `'size'`, also how
+      long every table may stay empty at a reading. A table given as
+      `(address, table)` that removes sampled items is waited for as long
+      for an item (`reading.ReplayBuffer`), and not checked for emptiness.
 
   Raises:
     MixedReplayError: no sources; `allow_removal` not source indices;
@@ -104,6 +116,12 @@ def replay_mixture(sources: Sequence[ReplayLike], weights,
       source); a table that removes sampled items, not in `allow_removal`.
     AddressError, ServerUnavailableError, TableNotFoundError: a server that
       does not answer or lacks the table, naming it.
+
+  While iterating, errors come as `tf.errors.InvalidArgumentError` whose
+  text is one line of ours (no Python traceback): a schedule's bad value, a
+  server gone or a table starved for `timeout` seconds. `next()` waits in
+  C++, so Ctrl-C takes effect when it returns: at once while batches flow,
+  and when the watchdog fails the dataset at the latest.
   """
   sources = list(sources)
   if not sources:
@@ -124,41 +142,40 @@ def replay_mixture(sources: Sequence[ReplayLike], weights,
     per_batch(0)  # Fails early.
   counts = functools.partial(batch_counts, per_batch, len(checked),
                              sample_batch_size)
-  return mixture_dataset([source.buffer for source in checked], counts,
-                         sample_batch_size, num_steps,
-                         per_source_calls(num_parallel_calls, len(checked)))
+  return mixture_dataset(checked, counts, sample_batch_size, num_steps,
+                         per_source_calls(num_parallel_calls, len(checked)),
+                         timeout)
 
 
-def mixture_dataset(buffers: Sequence, counts: BatchCounts,
-                    sample_batch_size: int, num_steps: int,
-                    num_parallel_calls: Optional[int]) -> tf.data.Dataset:
+def mixture_dataset(sources: Sequence[sources_lib.Source],
+                    counts: choices.BatchCounts, sample_batch_size: int,
+                    num_steps: int, num_parallel_calls: Optional[int],
+                    timeout: float) -> tf.data.Dataset:
   """Batches of B rows: `counts()`'s k-th value says how many of batch k come
-  from each buffer, in buffer order."""
-  items = [buffer.as_dataset(sample_batch_size=sample_batch_size,
-                             num_steps=num_steps,
-                             num_parallel_calls=num_parallel_calls).unbatch()
-           for buffer in buffers]
-  choices = tf.data.Dataset.from_generator(
-      counts, output_signature=tf.TensorSpec([len(buffers)], tf.int64)).map(
-          row_sources).unbatch()
-  return tf.data.Dataset.choose_from_datasets(items, choices).batch(
-      sample_batch_size, drop_remainder=True)
+  from each source, in source order; guarded by `watchdog` (a server silent,
+  or a table due rows empty, for `timeout` seconds fails it)."""
+  items = [source.buffer.as_dataset(
+      sample_batch_size=sample_batch_size, num_steps=num_steps,
+      num_parallel_calls=num_parallel_calls).unbatch() for source in sources]
+  demand = watchdog.Demand(len(sources))
+  batches = tf.data.Dataset.choose_from_datasets(
+      items, choices.choices(counts, demand, len(sources))).batch(
+          sample_batch_size, drop_remainder=True)
+  return watchdog.guarded(batches, watchdog.Watchdog(
+      watchdog.places_of(sources), timeout, demand))
 
 
 def batch_counts(per_batch: weights_lib.Weights, num_sources: int,
-                 batch_size: int) -> Iterator[List[int]]:
-  """Rows per source of batch 0, 1, 2, ...: each batch's weights, rounded
-  with the remainders carried (a fresh carry for each iterator)."""
+                 batch_size: int) -> Iterator[Tuple[List[int], List[bool]]]:
+  """(rows per source, which sources are due rows) of batch 0, 1, 2, ...:
+  each batch's weights, rounded with the remainders carried (a fresh carry
+  for each iterator); a source is due rows while its weight is above 0."""
   apportioner = rounding.Apportioner(num_sources, batch_size)
   batch = 0
   while True:
-    yield apportioner.counts(per_batch(batch))
+    weights = per_batch(batch)
+    yield apportioner.counts(weights), [weight > 0 for weight in weights]
     batch += 1
-
-
-def row_sources(counts: tf.Tensor) -> tf.Tensor:
-  """int64[B]: counts[0] zeros, then counts[1] ones, ..."""
-  return tf.repeat(tf.range(tf.size(counts, out_type=tf.int64)), counts)
 
 
 def per_source_calls(num_parallel_calls: Optional[int],

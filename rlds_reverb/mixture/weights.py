@@ -15,16 +15,19 @@ table twice as large gives twice the rows. A table found empty gets weight 0
 (no rows) until a later reading finds items in it. If every table is empty
 at a reading, the reading is repeated for up to `timeout` seconds, then the
 dataset fails naming the tables: sampling would otherwise wait without end.
+A server that does not answer at a reading keeps its tables' last sizes:
+whether it is gone is the watchdog's to say (`watchdog`).
 """
 
 import math
 import numbers
 import time
-from typing import Callable, List, Sequence, Tuple
+from typing import Callable, Dict, List, Sequence, Tuple
 
 import numpy as np
 
 from rlds_reverb.errors import MixedReplayError
+from rlds_reverb.errors import ServerUnavailableError
 from rlds_reverb.write import server as server_lib
 
 SIZE = 'size'
@@ -116,6 +119,7 @@ class TableSizes:
     self._refresh_every = refresh_every
     self._timeout = timeout
     self._sizes: List[int] = []
+    self._known: Dict[Tuple[str, str], int] = {}  # The last size read.
 
   def __call__(self, batch: int) -> List[float]:
     if batch % self._refresh_every == 0 or not self._sizes:
@@ -123,17 +127,27 @@ class TableSizes:
     return [float(size) for size in self._sizes]
 
   def read(self) -> List[int]:
-    """current_size of each table (raises as `server_lib.table_infos`)."""
+    """current_size of each table. A server that does not answer keeps its
+    tables' last sizes: whether it is gone is the watchdog's to say, after
+    `timeout` (`watchdog`); Reverb's sampler waits for it meanwhile.
+
+    Raises:
+      As `server_lib.table_infos`, for a server never read before.
+    """
     by_address = {}
     for address, table in self._tables:
       by_address.setdefault(address, []).append(table)
-    infos = {}
     for address, tables in by_address.items():
       client, _ = server_lib.connect(address)
-      for table, info in server_lib.table_infos(
-          client, address, tables, self._timeout).items():
-        infos[address, table] = info
-    return [infos[source].current_size for source in self._tables]
+      try:
+        infos = server_lib.table_infos(client, address, tables, self._timeout)
+      except ServerUnavailableError:
+        if all((address, table) in self._known for table in tables):
+          continue
+        raise
+      for table, info in infos.items():
+        self._known[address, table] = info.current_size
+    return [self._known[source] for source in self._tables]
 
   def read_until_some(self) -> List[int]:
     deadline = time.monotonic() + self._timeout
@@ -142,11 +156,14 @@ class TableSizes:
       if sum(sizes) > 0:
         return sizes
       if time.monotonic() >= deadline:
+        # No quotes: the dataset fails with this text in an assertion, which
+        # escapes them.
         raise MixedReplayError(
-            f"weights='size': every table was empty for {self._timeout:g} s "
-            f'({describe(self._tables)}); a mixture needs items to sample.')
+            f'With size weights, every table was empty for '
+            f'{self._timeout:g} s ({describe(self._tables)}); a mixture needs '
+            f'items to sample.')
       time.sleep(_EMPTY_POLL_S)
 
 
 def describe(tables: Sequence[Tuple[str, str]]) -> str:
-  return ', '.join(f'{table!r} at {address}' for address, table in tables)
+  return ', '.join(f'table {table} at {address}' for address, table in tables)

@@ -1,0 +1,87 @@
+"""Faults for the replay mixture tests: servers to kill, the error `next()`
+then raises (drawn within a hang guard), and the one line of ours in it.
+
+Servers hold one episode of the bundled CartPole data in a uniform table
+'replay': `cartpole_server()` in this process, `doomed_server()` in a
+process of its own, for a test to kill (SIGKILL: `ServerProcess.kill`).
+"""
+
+import contextlib
+import re
+import threading
+from typing import Iterator
+
+import pytest
+import reverb
+import tensorflow as tf
+from tf_agents.specs import tensor_spec
+
+import rlds_reverb
+from rlds_reverb import tables
+from tests import reverb_tables
+from tests.server_process import ServerProcess
+
+CARTPOLE = 'bundled:cartpole'
+TABLE = 'replay'
+NUM_STEPS = 2
+# A dataset still blocked after this fails the test: what these tests guard
+# against blocks for good, where no timeout of ours reaches.
+HANG_GUARD_S = 120
+_ASSERTION = re.compile(r'assertion failed: \[(.*?)\]\n')
+
+
+def _push_one_episode(address: str) -> None:
+  rlds_reverb.push(rlds_reverb.load(CARTPOLE).take(1), reverb.Client(address),
+                   TABLE, sequence_length=NUM_STEPS)
+
+
+@contextlib.contextmanager
+def cartpole_server() -> Iterator[str]:
+  """A server in this process; yields its address."""
+  spec = rlds_reverb.create_trajectory_data_spec(rlds_reverb.load(CARTPOLE))
+  server = reverb_tables.start_server([tables.table(
+      tables.uniform(TABLE), tensor_spec.add_outer_dim(spec))])
+  try:
+    address = reverb_tables.address(server)
+    _push_one_episode(address)
+    yield address
+  finally:
+    server.stop()
+
+
+def doomed_server() -> ServerProcess:
+  """A server in its own process, as `cartpole_server`'s."""
+  server = ServerProcess([{'name': TABLE, 'kind': 'uniform',
+                           'signed_for': CARTPOLE}])
+  _push_one_episode(server.address)
+  return server
+
+
+def error_of_next(iterator, guard_s: float = HANG_GUARD_S) -> BaseException:
+  """The exception `next(iterator)` raises, drawing until it does (on a
+  thread, so that a dataset blocked in C++ fails the test, not the run)."""
+  raised = []
+
+  def draw():
+    try:
+      while True:
+        next(iterator)
+    except BaseException as e:  # pylint: disable=broad-except
+      raised.append(e)
+
+  thread = threading.Thread(target=draw, daemon=True)
+  thread.start()
+  thread.join(guard_s)
+  if thread.is_alive():
+    pytest.fail(f'next() still blocked after {guard_s} s')
+  return raised[0]
+
+
+def one_line(error: BaseException) -> str:
+  """Our text in a dataset's `InvalidArgumentError`, checked to be one line
+  with no Python traceback in the error."""
+  assert isinstance(error, tf.errors.InvalidArgumentError), repr(error)
+  assert 'Traceback' not in error.message, error.message
+  match = _ASSERTION.search(error.message)
+  assert match, error.message
+  return match.group(1)

@@ -1,0 +1,62 @@
+"""A learner in its own process, for what only a process shows: Ctrl-C, what
+reaches stderr, and the exit.
+
+    python -m tests.mixture_learner '{"sources": [[address, table], ...],
+        "weights": [1, [1, -1, 0]], "timeout": 2}'
+
+Draws batches of 4 from `rlds_reverb.replay_mixture(sources, weights, 4)`,
+printing 'batch K' after each, until an exception; prints 'stopped: NAME'
+(KeyboardInterrupt also when TensorFlow reports it inside another error)
+and 'text: ...' (the error's text on one line), then exits 130 for an
+interrupt, else 0, its iterator still alive. A weight is a number, 'size'
+for all, or a schedule [a, b, start]: a + b * step from step `start`, 0
+before it.
+"""
+
+import json
+import os
+import sys
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+
+
+def schedule(a: float, b: float, start: int):
+  return lambda step: a + b * step if step >= start else 0.0
+
+
+def weights_of(config):
+  if config == 'size':
+    return config
+  return [schedule(*weight) if isinstance(weight, list) else weight
+          for weight in config]
+
+
+def stop_name(error: BaseException) -> str:
+  """The exception's name; a Ctrl-C that arrives while `next()` fails comes
+  as pybind11's RuntimeError naming KeyboardInterrupt."""
+  if isinstance(error, KeyboardInterrupt) or 'KeyboardInterrupt' in str(error):
+    return 'KeyboardInterrupt'
+  return type(error).__name__
+
+
+def main(config) -> int:
+  import rlds_reverb  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  dataset = rlds_reverb.replay_mixture(
+      [tuple(source) for source in config['sources']],
+      weights_of(config['weights']), 4, timeout=config['timeout'])
+  iterator = iter(dataset)
+  try:
+    batch = 0
+    while True:
+      next(iterator)
+      print(f'batch {batch}', flush=True)
+      batch += 1
+  except BaseException as e:  # pylint: disable=broad-except
+    name = stop_name(e)
+    print(f'stopped: {name}', flush=True)
+    print('text: ' + ' '.join(str(e).split()), flush=True)
+  return 130 if name == 'KeyboardInterrupt' else 0
+
+
+if __name__ == '__main__':
+  sys.exit(main(json.loads(sys.argv[1])))
