@@ -144,7 +144,7 @@ class ServerParts:
     self._tables = list(tables)
     self._name = name or uuid.uuid4().hex
     self._plans: Dict[int, plan_lib.Plan] = {}
-    self._parts: Dict[int, PartWriter] = {}
+    self._parts: Dict[int, parts_lib.PartWriter] = {}
     self._last: Optional[int] = None
 
   def add(self, position: int, rows: Sequence[np.ndarray]) -> None:

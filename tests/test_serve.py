@@ -18,7 +18,6 @@ import reverb
 
 import rlds_reverb
 from rlds_reverb import checkpoints
-from rlds_reverb import specs
 from rlds_reverb._util import wording
 from tests import reverb_tables
 from tests import rlds_data

@@ -19,7 +19,6 @@ from tf_agents.replay_buffers import reverb_utils  # pylint: disable=g-import-no
 
 import rlds_reverb  # pylint: disable=g-import-not-at-top
 from rlds_reverb.convert import to_rlds  # pylint: disable=g-import-not-at-top
-from rlds_reverb.specs import paths as specs_paths  # pylint: disable=g-import-not-at-top
 from rlds_reverb.tfds_out import EpisodeWriter  # pylint: disable=g-import-not-at-top
 from rlds_reverb.tfds_out import features_from_specs  # pylint: disable=g-import-not-at-top
 from tests import driver_data  # pylint: disable=g-import-not-at-top

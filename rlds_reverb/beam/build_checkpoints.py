@@ -23,7 +23,7 @@ mount of a bucket): parts are plain files, renamed once whole.
 
 import json
 import os
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam.transforms import window

@@ -33,7 +33,7 @@ import dataclasses
 import os
 import shutil
 import time
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
