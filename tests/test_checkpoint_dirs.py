@@ -383,7 +383,11 @@ def test_ctrl_c_after_every_done_says_the_build_is_whole(built, tmp_path):
       f'were not written: remove {out} and build again')
   assert build_cli._interrupted_text(str(tmp_path / 'none'), [  # pylint: disable=protected-access
       str(tmp_path / 'none')]) == (
-          f'interrupted; nothing was written ({tmp_path}/none holds no '
+          f'interrupted; nothing was written ({tmp_path}/none was not made)')
+  (tmp_path / 'given').mkdir()  # Empty before the build: left as it was.
+  assert build_cli._interrupted_text(str(tmp_path / 'given'), [  # pylint: disable=protected-access
+      str(tmp_path / 'given')]) == (
+          f'interrupted; nothing was written ({tmp_path}/given holds no '
           'checkpoint)')
 
 

@@ -210,8 +210,8 @@ def test_ctrl_c_mid_build_writes_nothing_and_says_so(big_dataset, tmp_path):
   stdout, stderr = process.communicate()
   assert (process.returncode, stdout) == (130, ''), stderr
   assert error_lines(stderr) == [
-      f'rlds-reverb: error: interrupted; nothing was written ({out} holds no '
-      'checkpoint)']
+      f'rlds-reverb: error: interrupted; nothing was written ({out} was not '
+      'made)']
   assert 'Traceback' not in stderr
   assert not out.exists()  # The unfinished checkpoint, and --out, removed.
 

@@ -22,6 +22,7 @@ settings replace the server's, so serve needs only the tables' names.
 
 import argparse
 import contextlib
+import os
 import shlex
 import warnings
 from typing import List, Sequence
@@ -262,7 +263,9 @@ def _interrupted_text(out: str, roots: Sequence[str]) -> str:
             f'{wording.noun(len(done), "is", "are")} whole, but the other '
             f"servers' checkpoints were not written: remove {out} and build "
             'again')
-  return f'interrupted; nothing was written ({out} holds no checkpoint)'
+  left = (f'{out} holds no checkpoint' if os.path.exists(out)
+          else f'{out} was not made')
+  return f'interrupted; nothing was written ({left})'
 
 
 def summary_text(result, names: Sequence[str]) -> str:
