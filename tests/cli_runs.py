@@ -6,6 +6,8 @@
     error_lines(stderr)  the 'rlds-reverb: error:' lines
 """
 
+import contextlib
+import faulthandler
 import os
 import subprocess
 import sys
@@ -44,7 +46,8 @@ def run_cli_here(*args) -> subprocess.CompletedProcess:
     sys.stdout = open(os.dup(1), 'w', buffering=1, encoding='utf-8')
     sys.stderr = open(os.dup(2), 'w', buffering=1, encoding='utf-8')
     try:
-      code = _exit_code(cli.main, argv)
+      with _hang_guard(saved[1]):
+        code = _exit_code(cli.main, argv)
     finally:
       for stream in (sys.stdout, sys.stderr):
         stream.close()
@@ -56,6 +59,20 @@ def run_cli_here(*args) -> subprocess.CompletedProcess:
     err.seek(0)
     return subprocess.CompletedProcess(argv, code, out.read().decode(),
                                        err.read().decode())
+
+
+@contextlib.contextmanager
+def _hang_guard(stderr_fd: int):
+  """A command that hangs ends this test process after HANG_GUARD_S, with
+  every thread's traceback on the real stderr: the test fails (pytest-xdist
+  reports the worker crashed, and starts another), as `run_cli`'s timeout
+  fails it, instead of hanging the suite."""
+  with os.fdopen(os.dup(stderr_fd), 'w') as stderr:
+    faulthandler.dump_traceback_later(HANG_GUARD_S, exit=True, file=stderr)
+    try:
+      yield
+    finally:
+      faulthandler.cancel_dump_traceback_later()
 
 
 def _exit_code(main, argv) -> int:

@@ -260,7 +260,7 @@ def test_demo_of_data_that_gives_no_item_fails_instead_of_sampling(
     tmp_path, case):
   episodes, invalid, why = DEMO_WITHOUT_ITEMS[case]
   directory = write_tfds(tmp_path, case, episodes, invalid)
-  result = run_cli('demo', '--dataset', directory)  # A process: no hang here.
+  result = run_cli_here('demo', '--dataset', directory)
   assert result.returncode == 1, result.stderr
   assert result.stdout.splitlines()[-1].startswith(
       'pushed    ' + ('2 episodes, 2 steps' if invalid is None

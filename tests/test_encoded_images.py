@@ -347,15 +347,15 @@ def test_the_decoded_spec_comes_back_from_the_stored_one():
 
 
 def test_the_command_line_pushes_encoded_frames(png_dir, make_server):
-  from tests.cli_runs import run_cli  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from tests.cli_runs import run_cli_here  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   data = rlds_reverb.load(png_dir)
   raw_sig, stored_sig = tables_for(data)
   server = make_server([reverb_tables.fifo_table('raw', raw_sig),
                         reverb_tables.fifo_table('encoded', stored_sig)])
   address = reverb_tables.address(server)
   rlds_reverb.push(data, address, 'raw')
-  result = run_cli('push', '--dataset', png_dir, '--server', address,
-                   '--table', 'encoded', '--images', 'encoded', '--json')
+  result = run_cli_here('push', '--dataset', png_dir, '--server', address,
+                        '--table', 'encoded', '--images', 'encoded', '--json')
   assert result.returncode == 0, result.stderr
   reverb_tables.assert_same_flat_items(decoded_items(address, 'encoded', stored_sig),
                          reverb_tables.drain_flat(address, 'raw'))
@@ -364,10 +364,10 @@ def test_the_command_line_pushes_encoded_frames(png_dir, make_server):
 @pytest.mark.parametrize('command', ['push', 'serve'])
 def test_image_options_without_encoded_are_a_usage_error(png_dir, command):
   from tests.cli_runs import error_lines  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  from tests.cli_runs import run_cli  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from tests.cli_runs import run_cli_here  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   extra = (['--server', 'localhost:1'] if command == 'push' else [])
-  result = run_cli(command, '--dataset', png_dir, '--table', 't', *extra,
-                   '--image-format', 'jpeg')
+  result = run_cli_here(command, '--dataset', png_dir, '--table', 't',
+                        *extra, '--image-format', 'jpeg')
   assert result.returncode == 2
   assert error_lines(result.stderr) == [
       'rlds-reverb: error: --image-format goes with --images encoded']

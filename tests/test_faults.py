@@ -1,7 +1,10 @@
 """Faults during `rlds-reverb push`: servers in their own processes, killed.
 
-Each case runs the real command against a Reverb server subprocess
-(`tests.server_process`) and reads the table back. What must hold:
+A case that kills or signals a process runs the real command against a
+Reverb server subprocess (`tests.server_process.ServerProcess`); the others
+(a rerun, capacity warnings, timeouts) run the command in the test's process
+(`run_cli_here`, which fails a hang after its guard) against a server there
+(`ServerHere`). Each reads the table back. What must hold:
   * the push never hangs, and a failure is one line naming what and where;
   * a success means every item is in the table;
   * with --resume, a push killed by SIGKILL and run again loses no episode
@@ -35,6 +38,8 @@ from tests.cli_data import write_tfds
 from tests.cli_runs import HANG_GUARD_S
 from tests.cli_runs import error_lines
 from tests.cli_runs import run_cli
+from tests.cli_runs import run_cli_here
+from tests.server_process import ServerHere
 from tests.server_process import ServerProcess
 
 # Long enough that a push is still writing when the test acts on it: 30,000
@@ -90,8 +95,8 @@ def test_unreachable_server_fails_within_timeout_naming_it(dirs,
   (Not 10.255.255.1: some networks answer for every address, through a
   transparent proxy, which gRPC then hears as an HTTP 404.)
   """
-  result = run_cli('push', '--dataset', dirs['clean'], '--server',
-                   silent_address, '--table', 'replay', '--timeout', '2')
+  result = run_cli_here('push', '--dataset', dirs['clean'], '--server',
+                        silent_address, '--table', 'replay', '--timeout', '2')
   assert result.returncode == 1
   [line] = error_lines(result.stderr)
   assert f'No Reverb server answered at {silent_address} within 2 s' in line
@@ -163,18 +168,18 @@ def test_killed_push_resumes_without_losing_an_episode(dirs, tmp_path):
 
 def test_running_a_complete_push_again_writes_nothing(dirs, tmp_path):
   state_path = tmp_path / 'state.json'
-  with ServerProcess([{'name': 'replay', 'kind': 'fifo',
-                       'signed_for': dirs['clean']}]) as server:
+  with ServerHere([{'name': 'replay', 'kind': 'fifo',
+                    'signed_for': dirs['clean']}]) as server:
     args = ['push', '--dataset', dirs['clean'], '--server', server.address,
             '--table', 'replay', '--resume', state_path, '--json']
-    first = run_cli(*args)
-    second = run_cli(*args)
+    first = run_cli_here(*args)
+    second = run_cli_here(*args)
     assert (first.returncode, second.returncode) == (0, 0), second.stderr
     assert json.loads(second.stdout)['items'] == 0
     assert 'says this push is complete' in second.stderr
     assert (reverb_tables.drained_pairs(server.address, 'replay') ==
             reverb_tables.observation_pairs(CLEAN))
-    other = run_cli(*args, '--sequence-length', '3')
+    other = run_cli_here(*args, '--sequence-length', '3')
   assert other.returncode == 2
   [line] = error_lines(other.stderr)
   assert f'Resume file {state_path} records another push' in line
@@ -184,7 +189,7 @@ def test_running_a_complete_push_again_writes_nothing(dirs, tmp_path):
 @pytest.fixture(scope='module')
 def limited_server(dirs):
   """'small' keeps 5 items, 'queue' takes 3, 'ratio' 4 without sampling."""
-  with ServerProcess([
+  with ServerHere([
       {'name': 'small', 'kind': 'fifo', 'max_size': 5},
       {'name': 'queue', 'kind': 'queue', 'size': 3},
       {'name': 'ratio', 'kind': 'ratio', 'samples_per_insert': 2.0,
@@ -199,8 +204,8 @@ def limited_server(dirs):
 # what_the_table_does.
 @pytest.mark.slow
 def test_too_small_table_warns_before_writing(dirs, limited_server):
-  result = run_cli('push', '--dataset', dirs['clean'], '--server',
-                   limited_server.address, '--table', 'small', '--json')
+  result = run_cli_here('push', '--dataset', dirs['clean'], '--server',
+                        limited_server.address, '--table', 'small', '--json')
   assert result.returncode == 0, result.stderr
   assert ("rlds-reverb: warning: table 'small' holds at most 5 items and has "
           "0; this push writes 6, so Reverb will silently remove 1 of the "
@@ -220,8 +225,9 @@ def test_too_small_table_warns_before_writing(dirs, limited_server):
 ])
 def test_blocking_rate_limiter_warns_then_fails_after_timeout(
     dirs, limited_server, table, limiter, headroom):
-  result = run_cli('push', '--dataset', dirs['clean'], '--server',
-                   limited_server.address, '--table', table, '--timeout', '2')
+  result = run_cli_here('push', '--dataset', dirs['clean'], '--server',
+                        limited_server.address, '--table', table,
+                        '--timeout', '2')
   assert result.returncode == 1
   assert (f"rlds-reverb: warning: table '{table}' has rate limiter {limiter}, "
           f'which blocks inserts after {headroom} more items until something '
@@ -258,9 +264,9 @@ CAPACITY_CASES = {
 @pytest.mark.parametrize('table', CAPACITY_CASES)
 def test_capacity_warnings_say_what_the_table_does(dirs, table):
   config, warnings, size, first = CAPACITY_CASES[table]
-  with ServerProcess([{'name': table, **config}]) as server:
-    result = run_cli('push', '--dataset', dirs['clean'], '--server',
-                     server.address, '--table', table, '--timeout', '2')
+  with ServerHere([{'name': table, **config}]) as server:
+    result = run_cli_here('push', '--dataset', dirs['clean'], '--server',
+                          server.address, '--table', table, '--timeout', '2')
     client = reverb.Client(server.address)
     assert reverb_tables.table_size(client, table) == size
     sample = next(client.sample(table, emit_timesteps=False))

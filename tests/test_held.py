@@ -21,8 +21,8 @@ from rlds_reverb._util import wording
 from tests import reverb_tables
 from tests import rlds_data
 from tests.cli_data import write_tfds
-from tests.cli_runs import run_cli
-from tests.server_process import ServerProcess
+from tests.cli_runs import run_cli_here
+from tests.server_process import ServerHere
 
 # 4 episodes, 3 + 5 + 4 + 6 steps: 14 two-step items.
 EPISODES = [rlds_data.flat_episode(n, seed=500 + n) for n in (3, 5, 4, 6)]
@@ -84,16 +84,16 @@ def dataset_dir(tmp_path_factory):
 
 
 def test_a_second_identical_push_warns_and_adds(tmp_path):
-  """The issue's case, with `serve`'s tables in their own process: both
-  pushes exit 0; the second says what is there and what it adds, for the
-  table that holds items only."""
-  with ServerProcess([{'name': name, 'kind': 'fifo',
-                       'signed_for': 'bundled:cartpole'}
-                      for name in ('replay', 'other')]) as server:
+  """The issue's case, with `serve`'s tables: both pushes exit 0; the
+  second says what is there and what it adds, for the table that holds
+  items only."""
+  with ServerHere([{'name': name, 'kind': 'fifo',
+                    'signed_for': 'bundled:cartpole'}
+                   for name in ('replay', 'other')]) as server:
     push = ['push', '--dataset', 'bundled:cartpole', '--server',
             server.address]
-    first = run_cli(*push, '--table', 'replay')
-    second = run_cli(*push, '--table', 'replay', '--table', 'other')
+    first = run_cli_here(*push, '--table', 'replay')
+    second = run_cli_here(*push, '--table', 'replay', '--table', 'other')
     assert (first.returncode, second.returncode) == (0, 0), second.stderr
     assert _held_lines(first.stderr) == []
     assert _held_lines(second.stderr) == [
@@ -106,11 +106,12 @@ def test_a_second_identical_push_warns_and_adds(tmp_path):
 def test_workers_warn_once_for_all_shards(dataset_dir):
   """Two workers write into the table: one line, from the look before
   either wrote, with what both add; not one per worker."""
-  with ServerProcess([{'name': 'replay', 'kind': 'fifo',
-                       'signed_for': dataset_dir}]) as server:
+  with ServerHere([{'name': 'replay', 'kind': 'fifo',
+                    'signed_for': dataset_dir}]) as server:
     rlds_reverb.push(rlds_reverb.load(dataset_dir), server.address, 'replay')
-    result = run_cli('push', '--dataset', dataset_dir, '--server',
-                     server.address, '--table', 'replay', '--workers', '2')
+    result = run_cli_here('push', '--dataset', dataset_dir, '--server',
+                          server.address, '--table', 'replay', '--workers',
+                          '2')
     assert result.returncode == 0, result.stderr
     assert _held_lines(result.stderr) == [_held_line('replay', ITEMS, ITEMS)]
     assert reverb_tables.table_size(reverb.Client(server.address),

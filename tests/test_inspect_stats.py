@@ -12,7 +12,6 @@ from tests import export_data
 from tests.cli_data import CLEAN
 from tests.cli_data import write_tfds
 from tests.cli_runs import error_lines
-from tests.cli_runs import run_cli
 from tests.cli_runs import run_cli_here
 from tests.rlds_data import flat_episode_with as _episode
 from tests.test_step_stats import NESTED_EPISODES
@@ -32,7 +31,7 @@ def nested_dir(tmp_path_factory):
 def test_the_file_holds_the_statistics_and_the_table_shows_them(
     clean_dir, tmp_path):
   path = tmp_path / 'stats.json'
-  result = run_cli('inspect', '--dataset', clean_dir, '--stats', path)
+  result = run_cli_here('inspect', '--dataset', clean_dir, '--stats', path)
   assert result.returncode == 0, result.stderr
   assert result.stderr == ''  # No progress bar off a terminal.
   expected = rlds_reverb.statistics(rlds_reverb.load(clean_dir))

@@ -159,9 +159,9 @@ def test_a_dataset_that_is_not_rlds_is_named_with_what_it_holds(tmp_path):
 
 
 def test_workers_say_it_in_the_commands_words(dirs, empty_server):
-  result = run_cli('push', '--dataset', dirs['mixed'], '--server',
-                   reverb_tables.address(empty_server), '--table', 'a',
-                   '--workers', '2')
+  result = run_cli_here('push', '--dataset', dirs['mixed'], '--server',
+                        reverb_tables.address(empty_server), '--table', 'a',
+                        '--workers', '2')
   assert result.returncode == 1
   [line] = error_lines(result.stderr)
   assert ("('rlds-reverb validate' lists them, '--on-invalid skip' leaves "

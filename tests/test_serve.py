@@ -127,8 +127,8 @@ def test_checkpoint_of_another_signature_fails_with_a_line_per_field(
   """The checkpoint's table wins over serve's: one that does not fit fails."""
   root = tmp_path / 'ckpt'
   _reverb_checkpoint(root, float64_signature(signature), pushes=0)
-  result = run_cli('serve', '--dataset', dataset, '--table', TABLE,
-                   '--checkpoint-dir', root)
+  result = run_cli_here('serve', '--dataset', dataset, '--table', TABLE,
+                        '--checkpoint-dir', root)
   assert result.returncode == 1
   first, *fields = result.stderr.splitlines()
   assert first == (f"rlds-reverb: error: The checkpoint's table '{TABLE}' "
@@ -141,8 +141,8 @@ def test_checkpoint_of_another_signature_fails_with_a_line_per_field(
 
 def test_unwritable_checkpoint_dir_fails_at_start(dataset, tmp_path):
   (tmp_path / 'file').write_text('')
-  result = run_cli('serve', '--dataset', dataset, '--table', TABLE,
-                   '--checkpoint-dir', tmp_path / 'file' / 'ckpt')
+  result = run_cli_here('serve', '--dataset', dataset, '--table', TABLE,
+                        '--checkpoint-dir', tmp_path / 'file' / 'ckpt')
   assert result.returncode == 2
   assert 'Traceback' not in result.stderr
   assert error_lines(result.stderr) == [
@@ -269,8 +269,8 @@ def test_port_held_by_another_program_is_refused(dataset):
     listener.bind(('::', 0))
     listener.listen()
     port = listener.getsockname()[1]
-    result = run_cli('serve', '--dataset', dataset, '--table', TABLE,
-                     '--port', port)
+    result = run_cli_here('serve', '--dataset', dataset, '--table', TABLE,
+                          '--port', port)
   assert result.returncode == 2
   assert error_lines(result.stderr) == [
       f'rlds-reverb: error: --port: port {port} is already in use: another '
@@ -280,8 +280,8 @@ def test_port_held_by_another_program_is_refused(dataset):
 @pytest.mark.parametrize('port', ['99999', '65536', '-1', 'http'])
 def test_port_out_of_range_is_a_usage_error(dataset, port):
   """Reverb would listen on 99999 % 65536 while saying 99999."""
-  result = run_cli('serve', '--dataset', dataset, '--table', TABLE,
-                   '--port', port)
+  result = run_cli_here('serve', '--dataset', dataset, '--table', TABLE,
+                        '--port', port)
   assert result.returncode == 2
   assert result.stderr.splitlines()[-1] == (
       'rlds-reverb serve: error: argument --port: must be a port from 1 to '
