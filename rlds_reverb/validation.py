@@ -288,6 +288,7 @@ def _no_steps(spec: tf.TensorSpec) -> tf.Tensor:
                   spec.dtype)
 
 
+@tf.function  # Traced once per element spec, reused by each dataset mapping it.
 def _check_episode(index, flags, flagged, values, floats):
   is_first, is_last = flags[fields.IS_FIRST], flags[fields.IS_LAST]
   types = step_types.classify(
@@ -298,6 +299,7 @@ def _check_episode(index, flags, flagged, values, floats):
           tf.gather(types.problem, problem_steps), flagged, values, floats)
 
 
+@tf.function  # Traced once per element spec, reused by each dataset mapping it.
 def _flags_and_floats(steps):
   """The flags of [T] steps, and the float fields by path: numpy counts what
   they hold (`_NonFiniteCounts`), faster than ops traced per call would."""

@@ -110,6 +110,7 @@ def _transitions_of(block: TransitionBlock) -> NStepTransition:
   return block.transitions
 
 
+@tf.function  # Traced once per element spec, reused by each dataset mapping it.
 def _to_block(episode: episodes_lib.DenseEpisode, n: int, gamma: float):
   steps = episode.steps
   types = step_types.classify_episode(

@@ -101,6 +101,7 @@ def _to_trajectory(episode: episodes_lib.DenseEpisode,
   return _to_block(episode, policy_info_fn).trajectory
 
 
+@tf.function  # Traced once per element spec, reused by each dataset mapping it.
 def _to_block(episode: episodes_lib.DenseEpisode, policy_info_fn):
   """The trajectories of one episode; the checks run before they are used.
 
