@@ -22,13 +22,13 @@ beam = pytest.importorskip('apache_beam')
 from apache_beam.testing import util as beam_testing
 import rlds_reverb
 from rlds_reverb import beam as rlds_beam
-from rlds_reverb import specs
 from rlds_reverb.beam import pipeline as pipeline_lib
 from rlds_reverb.beam import read
 from tests import reverb_tables
 from tests import rlds_data
 from tests.cli_data import features as _features
 from tests.cli_runs import run_cli
+from tests.cli_runs import run_cli_here
 from tests.server_process import ServerProcess
 
 NUM_FILES = 4
@@ -300,8 +300,8 @@ def test_runner_failures_are_one_line_on_the_command_line(dirs, address):
       'rlds-reverb: error: The Beam pipeline failed on DirectRunner: '
       'MalformedEpisodeError: Terminal step must be the last step of an '
       'episode. (episode 2, step 1)']
-  unknown = run_cli('push', '--dataset', dirs['mixed'], '--server', address,
-                    '--table', 'm', '--runner', 'NoSuchRunner')
+  unknown = run_cli_here('push', '--dataset', dirs['mixed'], '--server',
+                         address, '--table', 'm', '--runner', 'NoSuchRunner')
   assert unknown.returncode == 2
   [line] = unknown.stderr.splitlines()
   assert line.startswith('rlds-reverb: error: --runner: Unexpected pipeline '

@@ -17,7 +17,7 @@ import rlds_reverb  # pylint: disable=g-import-not-at-top
 from tests import reverb_tables  # pylint: disable=g-import-not-at-top
 from tests import rlds_dirs  # pylint: disable=g-import-not-at-top
 from tests.cli_runs import HANG_GUARD_S  # pylint: disable=g-import-not-at-top
-from tests.cli_runs import run_cli  # pylint: disable=g-import-not-at-top
+from tests.cli_runs import run_cli_here  # pylint: disable=g-import-not-at-top
 
 EPISODES = {0: 5, 1: 4}
 
@@ -59,9 +59,9 @@ def test_two_recorders_read_and_push_as_one_dataset(make_server, tmp_path):
   server = make_server([reverb_tables.fifo_table('cli'),
                         reverb_tables.fifo_table('api')])
   address = reverb_tables.address(server)
-  pushed = run_cli('push', '--dataset', directories[0], '--dataset',
-                   directories[1], '--server', address, '--table', 'cli',
-                   '--workers', '2')
+  pushed = run_cli_here('push', '--dataset', directories[0], '--dataset',
+                        directories[1], '--server', address, '--table', 'cli',
+                        '--workers', '2')
   assert pushed.returncode == 0, pushed.stderr
   result = rlds_reverb.push(rlds_reverb.load(directories), address, 'api')
   steps = sum(len(e['steps']['is_last']) for e in together)

@@ -23,7 +23,6 @@ from tests import reverb_tables
 from tests import rlds_data
 from tests.cli_data import CLEAN
 from tests.cli_runs import error_lines
-from tests.cli_runs import run_cli
 from tests.cli_runs import run_cli_here
 from tests.reverb_tables import float64_signature
 from tests.serve_command import Serve
@@ -244,8 +243,8 @@ def test_second_serve_on_a_served_port_is_refused(dataset, pushed_items,
   port = free_port()
   with Serve(dataset, tmp_path / 'first.err', port=port) as first:
     assert first.address == f'localhost:{port}'
-    second = run_cli('serve', '--dataset', dataset, '--table', TABLE,
-                     '--port', port)
+    second = run_cli_here('serve', '--dataset', dataset, '--table', TABLE,
+                          '--port', port)
     assert second.returncode == 2, second.stderr
     assert second.stdout == ''
     assert error_lines(second.stderr) == [

@@ -7,8 +7,6 @@ Every directory is written by `EpisodeWriter` and read back by TFDS itself
 import collections
 import os
 import shutil
-import subprocess
-import sys
 import tracemalloc
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
@@ -35,6 +33,7 @@ from rlds_reverb.tfds_out import example  # pylint: disable=g-import-not-at-top
 from tests import dataset_shapes  # pylint: disable=g-import-not-at-top
 from tests import rlds_data  # pylint: disable=g-import-not-at-top
 from tests import rlds_dirs  # pylint: disable=g-import-not-at-top
+from tests.cli_runs import run_cli_here  # pylint: disable=g-import-not-at-top
 
 FLAGS = {name: tf.TensorSpec([], tf.bool)
          for name in ('is_first', 'is_last', 'is_terminal')}
@@ -598,9 +597,7 @@ def test_the_cli_reads_what_was_written(tmp_path):
         shard_episodes=3)
   for command, expected in [('validate', '4 episodes, 12 steps: no problems'),
                             ('inspect', 'episodes         4 (12 steps)')]:
-    result = subprocess.run(
-        [sys.executable, '-m', 'rlds_reverb', command, '--dataset',
-         os.fspath(tmp_path)], capture_output=True, text=True, check=False)
+    result = run_cli_here(command, '--dataset', tmp_path)
     assert result.returncode == 0, result.stderr
     assert expected in result.stdout.splitlines(), result.stdout
 
