@@ -9,7 +9,8 @@ stream fails, so the check runs beside the streams:
 
     a Python thread, every CHECK_EVERY_S: one server_info per server
       -> Verdict: '' or the one line to fail with
-      -> a TF queue of 1, read while an iterator lives (the thread waits
+      -> a TF queue of 1, every TELL_EVERY_S (the last verdict again
+         between checks), read while an iterator lives (the thread waits
          while the last verdict is unread: no iterator, no checks)
                                                |
     interleave, 2 at a time, each on its own thread (one may block):
@@ -24,8 +25,12 @@ per batch (a tag and a filter cost 200 us, a batch(1)/unbatch pair copies
 each batch twice). A failing verdict fails inside its segment, and the
 dataset fails at once, even while the batches' thread is blocked. Each
 segment ends after one verdict, so the interleave gets its thread back every
-CHECK_EVERY_S: an input that looped inside (a filter never true) could not be
-stopped when `take(n)` dropped the iterator early. When the batches end (a
+TELL_EVERY_S: an input that looped inside (a filter never true) could not be
+stopped when `take(n)` dropped the iterator early. Dropping an iterator
+waits for the segments in flight to get their verdicts (four of them, with
+TELL_EVERY_S 0.5 s: `for batch in mixture.take(5)` ended 2.1 s after its
+fifth batch; with 0.1 s, 0.1-0.3 s), so verdicts are told more often than
+servers are asked. When the batches end (a
 buffer given a `rate_limiter_timeout_ms`), the count ends the segments and
 the dataset ends; with two iterators of one finite mixture at once, one's
 end may end the other's watchdog.
@@ -49,6 +54,7 @@ when the interpreter exits; the queue is closed then (`at_exit`).
 """
 
 import dataclasses
+import math
 import threading
 import time
 from typing import Callable, Dict, List, Optional, Sequence
@@ -58,7 +64,8 @@ import tensorflow as tf
 
 from rlds_reverb.mixture import at_exit
 
-CHECK_EVERY_S = 0.5
+CHECK_EVERY_S = 0.5  # One server_info per server at most this often.
+TELL_EVERY_S = 0.1  # A verdict (the last again between checks) this often.
 ASK_TIMEOUT_S = 1  # server_info's deadline per check; Reverb takes seconds.
 # Checks further apart than this (the verdict lay unread: no iterator) start
 # the clocks afresh: what was seen before the gap is not counted.
@@ -169,17 +176,20 @@ class Watchdog:
     clients = {place.address: reverb.Client(place.address)
                for place in self._places}
     verdict = Verdict(self._places, self._timeout)
-    message = ''
+    message, checked_at = '', -math.inf
     while True:
-      if not message:  # A failure stands: every reader gets it.
+      now = time.monotonic()
+      # A failure stands: every reader gets it.
+      if not message and now - checked_at >= CHECK_EVERY_S:
         answers = {address: table_sizes(client)
                    for address, client in clients.items()}
-        message = verdict(time.monotonic(), answers, self._demand.due)
+        checked_at = time.monotonic()
+        message = verdict(checked_at, answers, self._demand.due)
       try:
         self.queue.enqueue(message)  # Waits while the last is unread.
       except tf.errors.CancelledError:  # Closed: the interpreter exits.
         return
-      time.sleep(CHECK_EVERY_S)
+      time.sleep(TELL_EVERY_S)
 
   def segments(self, spec) -> tf.data.Dataset:
     """Datasets of `spec`, one per verdict, until the batches end."""
