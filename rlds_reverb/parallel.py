@@ -37,6 +37,7 @@ import os
 import shutil
 import signal
 import sys
+import threading
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import warnings
@@ -213,7 +214,7 @@ def _run(pool, interrupted, caller: str, tasks) -> List[ShardOutcome]:
     futures = [_submit(pool, task) for task in tasks]
   processes = _processes(pool)
   try:
-    concurrent.futures.wait(futures)
+    _wait_noting_ctrl_c(futures)
   except KeyboardInterrupt:
     interrupted.set()  # For workers still starting: they look at it.
     _interrupt(pool)  # A terminal's Ctrl-C reached them; `kill` may not.
@@ -225,6 +226,28 @@ def _run(pool, interrupted, caller: str, tasks) -> List[ShardOutcome]:
     if any(p.exitcode == IMPORTING_MAIN_EXIT for p in processes):
       raise ShardsFailedError(_main_guard_text(caller))
   return outcomes
+
+
+def _wait_noting_ctrl_c(futures) -> None:
+  """`concurrent.futures.wait(futures)`; KeyboardInterrupt on Ctrl-C, even
+  one Python lost (raised while a finalizer ran: "Exception ignored"), as
+  the handler notes it before raising."""
+  noted = []
+  previous = signal.getsignal(signal.SIGINT)
+  watching = (previous is signal.default_int_handler and
+              threading.current_thread() is threading.main_thread())
+  if watching:
+    def note(signum, frame):
+      noted.append(signum)
+      signal.default_int_handler(signum, frame)
+    signal.signal(signal.SIGINT, note)
+  try:
+    while concurrent.futures.wait(futures, timeout=_CTRL_C_POLL_S).not_done:
+      if noted:
+        raise KeyboardInterrupt
+  finally:
+    if watching:
+      signal.signal(signal.SIGINT, previous)
 
 
 def _submit(pool, task) -> concurrent.futures.Future:
@@ -314,6 +337,7 @@ def _sigint_ignored():
 
 
 _interrupted = None  # In a worker: the parent's event, set on Ctrl-C.
+_CTRL_C_POLL_S = 0.2  # How often the parent looks for a lost Ctrl-C.
 
 
 def _start_worker(interrupted, parent_pid: int) -> None:
@@ -322,6 +346,8 @@ def _start_worker(interrupted, parent_pid: int) -> None:
   lifeline.end_with_parent(parent_pid)
   global _interrupted  # pylint: disable=global-statement
   _interrupted = interrupted
+  from rlds_reverb.write import interrupts  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  interrupts.also_interrupted_when(interrupted.is_set)
 
 
 @contextlib.contextmanager

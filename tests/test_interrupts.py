@@ -7,8 +7,11 @@ other threads are left alone. The push itself, interrupted for real:
 `tests/test_faults.py`.
 """
 
+import concurrent.futures
+import gc
 import os
 import signal
+import sys
 import threading
 
 import pytest
@@ -101,3 +104,70 @@ def test_other_threads_change_nothing(default_handler):
   thread.start()
   thread.join()
   assert seen == [signal.default_int_handler]
+
+
+# --- A Ctrl-C that Python lost: raised while a finalizer ran. ---------------
+
+class _LosesCtrlC:
+  """Garbage whose `__del__` takes a SIGINT: Python prints the
+  KeyboardInterrupt raised there as "Exception ignored" and goes on, as it
+  does in TensorFlow's finalizers."""
+
+  def __init__(self):
+    self.cycle = self  # Freed by the collector, at an allocation.
+
+  def __del__(self):
+    _ctrl_c()
+    for _ in range(10_000):  # The handler runs here, between bytecodes.
+      pass
+
+
+def test_a_wait_between_slices_sees_a_ctrl_c_on_record_elsewhere():
+  held = interrupts.HeldInterrupt()
+  held.check_while_waiting()  # Nothing on record: nothing raised.
+  interrupts.also_interrupted_when(lambda: True)
+  try:
+    with pytest.raises(KeyboardInterrupt):
+      held.check_while_waiting()
+  finally:
+    interrupts.also_interrupted_when(lambda: False)
+
+
+class _FreesOneWhenWaitedOn(concurrent.futures.Future):
+  """A pending future; the first wait that reads its state frees a
+  `_LosesCtrlC` (on the waiting thread, inside the wait)."""
+  armed = False
+
+  @property
+  def _state(self):
+    if self.armed:
+      self.armed = False
+      _LosesCtrlC()
+      gc.collect()
+    return self.__dict__['state']
+
+  @_state.setter
+  def _state(self, value):
+    self.__dict__['state'] = value
+
+
+def test_the_parent_of_workers_sees_a_ctrl_c_python_lost(default_handler):
+  """`parallel`'s wait for its workers: a SIGINT whose KeyboardInterrupt a
+  finalizer swallowed still interrupts it (a script waited for the push's
+  whole timeout before)."""
+  del default_handler
+  from rlds_reverb import parallel  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  pending = _FreesOneWhenWaitedOn()
+  pending.armed = True
+  timer = threading.Timer(5, pending.set_result, [None])  # Not a hang.
+  timer.start()
+  lost, hook = [], sys.unraisablehook
+  sys.unraisablehook = lambda unraisable: lost.append(unraisable.exc_type)
+  try:
+    with pytest.raises(KeyboardInterrupt):
+      parallel._wait_noting_ctrl_c([pending])  # pylint: disable=protected-access
+  finally:
+    sys.unraisablehook = hook
+    timer.cancel()
+  assert lost == [KeyboardInterrupt]  # Python lost the first one.
+  assert not pending.done()

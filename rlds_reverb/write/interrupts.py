@@ -23,6 +23,21 @@ signals reach): a handler of the program's own is left alone.
 
 import signal
 import threading
+from typing import Callable
+
+# Where else Ctrl-C may be on record. A KeyboardInterrupt raised while a
+# finalizer (`__del__`) runs is printed as "Exception ignored" and lost, and
+# TensorFlow frees functions in finalizers all the time. A worker of
+# `rlds_reverb.parallel` points this at its parent's Ctrl-C event, so that a
+# wait for the server still ends the push (a worker blocked by a full queue
+# waited out the push's timeout).
+_recorded_elsewhere: Callable[[], bool] = lambda: False
+
+
+def also_interrupted_when(recorded: Callable[[], bool]) -> None:
+  """`HeldInterrupt.check_while_waiting` also raises once `recorded()`."""
+  global _recorded_elsewhere  # pylint: disable=global-statement
+  _recorded_elsewhere = recorded
 
 
 class HeldInterrupt:
@@ -52,6 +67,13 @@ class HeldInterrupt:
     if self.pending:
       self.pending = False
       raise KeyboardInterrupt
+
+  def check_while_waiting(self) -> None:
+    """`check`, also for a Ctrl-C on record elsewhere (one Python lost);
+    called between the slices of a wait, not per row."""
+    if _recorded_elsewhere():
+      self.pending = True
+    self.check()
 
   def _hold(self, signum, frame) -> None:
     del signum, frame

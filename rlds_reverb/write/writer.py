@@ -360,7 +360,7 @@ class SequenceWriter:
         return
       except reverb.errors.DeadlineExceededError as e:
         if left_ms > WAIT_SLICE_MS:
-          self._held.check()
+          self._held.check_while_waiting()
           continue
         self.stop()
         self._failure = ReverbTimeoutError(self._timeout_text(timeout_s))
