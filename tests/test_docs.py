@@ -35,6 +35,8 @@ SKIPPED = {
     ('docs/encoded_images_performance.md', 'pip install ".[bench]"'),
     ('docs/development_tiers.md', 'pip install ".[test]"'),
     ('docs/development_tiers.md', 'python -m pytest -q tests/test_catalog.py'),
+    ('docs/development_tiers.md',  # A whole tier measured: 10-17 minutes.
+     'python benchmarks/test_costs.py --tier default --json costs.json'),
     ('docs/encoded_images_performance.md',
      "import sys; sys.path.insert(0, 'benchmarks')"),
     ('docs/encoded_images_performance.md',
