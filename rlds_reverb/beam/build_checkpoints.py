@@ -32,10 +32,13 @@ from rlds_reverb import checked_push
 from rlds_reverb import push_options
 from rlds_reverb import specs
 from rlds_reverb import tables as tables_lib
+from rlds_reverb.beam import read
+from rlds_reverb.beam import results
 from rlds_reverb.beam import write
 from rlds_reverb.build import table_options
 from rlds_reverb.build_parts import ServerParts
 from rlds_reverb.checkpoints import parts as parts_lib
+from rlds_reverb.errors import PipelineFailedError
 from rlds_reverb.push_options import PushOptions
 from rlds_reverb.specs import fields
 from rlds_reverb.write import items as items_lib
@@ -59,6 +62,10 @@ class BuildCheckpoints(beam.PTransform):
     options: what is written (`PushOptions`).
     on_invalid: 'raise' or 'skip'.
     batch_steps: steps converted at once.
+    episodes: how many episodes the input holds (`ReadEpisodes(...)
+      .episodes`): a server's merge then refuses to write its checkpoint
+      unless each of its positions (I % S == k, I < episodes) arrived once,
+      written or skipped (`PipelineFailedError`).
 
   Returns (from `expand`) the skipped episodes (`SkippedEpisode`s) and the
   merges' results as `.skipped` and `.built`.
@@ -67,7 +74,8 @@ class BuildCheckpoints(beam.PTransform):
   def __init__(self, directory: str, tables, step_spec: Any, *,
                servers: int = 1, options: Optional[PushOptions] = None,
                on_invalid: str = 'raise',
-               batch_steps: int = write.BATCH_STEPS):
+               batch_steps: int = write.BATCH_STEPS,
+               episodes: Optional[int] = None):
     super().__init__()
     if servers < 1:
       raise ValueError(f'servers must be >= 1, got {servers}.')
@@ -82,24 +90,40 @@ class BuildCheckpoints(beam.PTransform):
     self.settings = tuple(tables_lib.settings(t, signature) for t in made)
     self.directory = os.fspath(directory)
     self.servers = servers
-    names = [t.name for t in made]
+    self.episodes = episodes
+    self.names = [t.name for t in made]
+    self.options = options
+    self.on_invalid = on_invalid
+    self.step_spec = step_spec
+    self.batch_steps = batch_steps
     ServerParts(self.directory, servers, spec,  # Checks chunk_length now.
-                items_lib.SequenceItems.of(options), names, options.priority,
-                options.chunk_length)
-    self._write = _WriteParts(self.directory, servers, step_spec, names,
-                              options, on_invalid, batch_steps)
+                items_lib.SequenceItems.of(options), self.names,
+                options.priority, options.chunk_length)
 
   def expand(self, episodes):
-    written = episodes | 'Parts' >> beam.ParDo(self._write).with_outputs(
-        write.SKIPPED, main='parts')
-    every_server = (episodes.pipeline | 'Servers' >> beam.Create(
+    written = episodes | 'Parts' >> beam.ParDo(_WriteParts(
+        self.directory, self.servers, self.step_spec, self.names,
+        self.options, self.on_invalid, self.batch_steps)).with_outputs(
+            write.SKIPPED, main='parts')
+    return {'built': self.merged(written.parts),
+            'skipped': written[write.SKIPPED]}
+
+  def merged(self, parts):
+    """(server, part record) pairs -> each server's checkpoint, checked
+    whole (`episodes`), merged; a record per server (`_merge`)."""
+    every_server = (parts.pipeline | 'Servers' >> beam.Create(
         [(server, None) for server in range(self.servers)]))
-    built = ((written.parts, every_server)
-             | 'AllParts' >> beam.Flatten()
-             | 'ByServer' >> beam.GroupByKey()
-             | 'Merge' >> beam.Map(_merge, self.directory, self.servers,
-                                   self.settings))
-    return {'built': built, 'skipped': written[write.SKIPPED]}
+    return ((parts, every_server)
+            | 'AllParts' >> beam.Flatten()
+            | 'ByServer' >> beam.GroupByKey()
+            | 'Merge' >> beam.Map(_merge, self.directory, self.servers,
+                                  self.settings, self.episodes))
+
+  def parts_dofn(self, image_storage) -> 'BuildParts':
+    """The DoFn that reads and writes whole `read.Part`s (`beam.build`)."""
+    return BuildParts(self.directory, self.servers, self.step_spec,
+                      self.names, self.options, self.on_invalid,
+                      self.batch_steps, image_storage)
 
 
 class _WriteParts(beam.DoFn):
@@ -122,33 +146,59 @@ class _WriteParts(beam.DoFn):
     self._router: Optional[ServerParts] = None
     self._batch: List[Tuple[int, Dict[str, Any]]] = []
     self._steps = 0
+    self._records: Dict[int, Dict[str, Any]] = {}
 
   def start_bundle(self):
+    self._begin()
+
+  def process(self, element):
+    try:
+      skipped = self._add(*element)
+    except BaseException:
+      self._router.abort()
+      raise
+    if skipped is not None:
+      yield beam.pvalue.TaggedOutput(write.SKIPPED, skipped)
+
+  def finish_bundle(self):
+    for pair in self._close():
+      yield window.GlobalWindows.windowed_value(pair)
+
+  def _begin(self) -> None:
     self._router = ServerParts(
         self._directory, self._servers,
         specs.trajectory_spec(self._step_spec),
         items_lib.SequenceItems.of(self._options), self._tables,
         self._options.priority, self._options.chunk_length)
-    self._batch, self._steps = [], 0
+    self._batch, self._steps, self._records = [], 0, {}
 
-  def process(self, element):
-    try:
-      position, episode = element
-      skipped = checked_push.skip_reason(position, episode, self._on_invalid)
-      if skipped is not None:
-        self._skipped_count.inc()
-        self._skipped.add(json.dumps(vars(skipped), sort_keys=True))
-        yield beam.pvalue.TaggedOutput(write.SKIPPED, skipped)
-        return
-      self._batch.append((position, episode[fields.STEPS]))
-      self._steps += len(episode[fields.STEPS][fields.IS_FIRST])
-      if self._steps >= self._batch_steps:
-        self._plan_batch()
-    except BaseException:
-      self._router.abort()
-      raise
+  def _record(self, position: int) -> Dict[str, Any]:
+    """The part record of `position`'s server: its part's path (once
+    closed), the positions in it, the ones skipped."""
+    return self._records.setdefault(
+        position % self._servers,
+        dict(path=None, positions=[], skipped=[]))
 
-  def finish_bundle(self):
+  def _add(self, position: int, episode: Dict[str, Any]
+           ) -> Optional[checked_push.SkippedEpisode]:
+    """Batches the episode (planning a full batch); or says why it is left
+    out."""
+    skipped = checked_push.skip_reason(position, episode, self._on_invalid)
+    if skipped is not None:
+      self._skipped_count.inc()
+      self._skipped.add(json.dumps(vars(skipped), sort_keys=True))
+      self._record(position)['skipped'].append(vars(skipped))
+      return skipped
+    self._record(position)['positions'].append(position)
+    self._batch.append((position, episode[fields.STEPS]))
+    self._steps += len(episode[fields.STEPS][fields.IS_FIRST])
+    if self._steps >= self._batch_steps:
+      self._plan_batch()
+    return None
+
+  def _close(self) -> List[Tuple[int, Dict[str, Any]]]:
+    """Plans what is left and makes the parts whole: (server, record) for
+    every server this bundle got episodes of, written or skipped."""
     try:
       self._plan_batch()
       done = self._router.close()
@@ -156,7 +206,8 @@ class _WriteParts(beam.DoFn):
       self._router.abort()
       raise
     for server, path in done.items():
-      yield window.GlobalWindows.windowed_value((server, path))
+      self._records[server]['path'] = path
+    return sorted(self._records.items())
 
   def _plan_batch(self) -> None:
     """Converts the batch as `WriteToReverb` does; plans it."""
@@ -171,11 +222,57 @@ class _WriteParts(beam.DoFn):
       self._router.add(positions[int(index)], rows)
 
 
-def _merge(element, directory: str, servers: int, settings
-           ) -> Dict[str, Any]:
-  """Server k's parts merged into its checkpoint; the parts removed."""
-  server, paths = element
-  paths = sorted(path for path in paths if path is not None)
+class BuildParts(_WriteParts):
+  """`_WriteParts` over parts of the data (`read.Part`s): each is read and
+  written into a part per server inside one `process` call, which yields
+  (server, part record) pairs.
+
+  What `beam.build` runs: nothing rests on `finish_bundle` outputs or tagged
+  outputs, which DaskRunner drops or mixes into the main output. A part a
+  runner retries writes new part files; the first attempt's are named by no
+  record, so never merged (`build` removes them).
+  """
+
+  def __init__(self, directory, servers, step_spec, tables, options,
+               on_invalid, batch_steps, image_storage):
+    super().__init__(directory, servers, step_spec, tables, options,
+                     on_invalid, batch_steps)
+    self._image_storage = image_storage
+
+  def start_bundle(self):
+    pass  # Each part is its own bundle of parts.
+
+  def finish_bundle(self):
+    pass
+
+  def process(self, element):
+    self._begin()
+    try:
+      for position, episode in read.read_part(element, self._image_storage):
+        self._add(position, episode)
+    except BaseException:
+      self._router.abort()
+      raise
+    yield from self._close()
+
+
+def _merge(element, directory: str, servers: int, settings,
+           episodes: Optional[int]) -> Dict[str, Any]:
+  """Server k's parts, checked whole, merged into its checkpoint; the parts
+  removed. Its record, also written where `build` reads it (`results`)."""
+  server, records = element
+  records = [record for record in records if record is not None]
+  paths = sorted(r['path'] for r in records if r['path'] is not None)
+  if episodes is not None:
+    try:
+      results.check_complete(
+          results.expected_of(server, servers, episodes),
+          results.seen_positions(records),
+          f'Server {server} of {servers}',
+          'its checkpoint was not written')
+    except PipelineFailedError:
+      parts_lib.remove(paths)
+      raise
   merged = parts_lib.merge(paths, parts_lib.server_root(directory, server,
                                                         servers),
                            settings)
@@ -188,5 +285,14 @@ def _merge(element, directory: str, servers: int, settings
         value)
   beam.metrics.Metrics.string_set(write.NAMESPACE, PATHS).add(
       f'{server} {merged.path}')
-  return dict(server=server, path=merged.path, **counters)
+  record = dict(server=server, path=merged.path,
+                skipped=[e for r in records for e in r['skipped']],
+                **counters)
+  results.write(results_directory(directory), f'server-{server}', record)
+  return record
+
+
+def results_directory(directory: str) -> str:
+  """Where each server's merge leaves its record, while the build runs."""
+  return os.path.join(directory, parts_lib.PARTS, 'results')
 

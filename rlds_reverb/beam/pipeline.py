@@ -1,13 +1,21 @@
-"""`push` on Beam: one pipeline, ReadEpisodes | WriteToReverb, counts back;
-`build`: ReadEpisodes | BuildCheckpoints, a checkpoint per server.
+"""`push` on Beam: one pipeline over parts of the data, records back;
+`build`: the same parts into a checkpoint per server.
 
     push(SRC, servers, tables, runner='DirectRunner', options=[(key, value)])
       -> Pipeline(runner, --key=value ...)
-           | ReadEpisodes(SRC, split)        record-file parts, in parallel
-           | WriteToReverb(servers, tables)  confirmed per bundle
-      -> run, wait -> the committed counters as one PushResult
+           | Create(ReadEpisodes(SRC).parts)  record-file ranges
+           | PushParts: each part read, written, confirmed; its record
+           | Records: on a local runner, also a file per record
+      -> run, wait -> the records (files, or DaskRunner's results; counters
+         on other remote runners) -> every episode once? -> one PushResult
+    build(SRC, DIR, tables, servers=S)
+      -> Create(parts) | BuildParts: a part file per server and a record
+         -> GroupByKey(server) -> merge: every position I % S == k once,
+            or no checkpoint; DONE last; a record per server in DIR/.parts
+      -> the records -> a BuildResult per server
 Before it runs, on a local runner, a table that already holds items is
-warned of (`rlds_reverb.held`).
+warned of (`rlds_reverb.held`). Runners differ (`runners`): nothing here
+rests on finish_bundle outputs, tagged outputs or metrics.
 
 What `rlds-reverb push --runner` runs. A failed pipeline is one
 `PipelineFailedError` line naming the runner and the first error a worker
@@ -18,6 +26,7 @@ import dataclasses
 import json
 import os
 import re
+import tempfile
 import time
 from typing import Optional, Sequence, Tuple, Union
 import warnings
@@ -30,6 +39,8 @@ from rlds_reverb import addresses
 from rlds_reverb import held as held_lib
 from rlds_reverb import push_options as push_options_lib
 from rlds_reverb.beam import read
+from rlds_reverb.beam import results as results_lib
+from rlds_reverb.beam import runners
 from rlds_reverb.beam import write
 from rlds_reverb.checked_push import PushResult
 from rlds_reverb.checked_push import SkippedEpisode
@@ -39,9 +50,8 @@ from rlds_reverb.push_options import PushOptions
 from rlds_reverb.write import items as items_lib
 from rlds_reverb.write import server as server_lib
 
-# Runners whose workers run on this machine: they reach what it reaches.
-LOCAL_RUNNERS = ('DirectRunner', 'BundleBasedDirectRunner',
-                 'SwitchingDirectRunner', 'PrismRunner')
+LOCAL_RUNNERS = runners.LOCAL_RUNNERS
+_COUNTS = ('episodes', 'trajectories', 'items')
 # 'module.SomeError: message [while running 'Step']': a traceback's last line.
 _ERROR_LINE = re.compile(
     r"^(?:[\w.]+\.)?(\w+(?:Error|Exception|Exit)): (.*?)"
@@ -91,6 +101,7 @@ def push(src: Union[str, Sequence[str]], server: Union[str, Sequence[str]],
   push_options = push_options_lib.of(
       push_options, strict=strict, images=images, image_format=image_format,
       image_fields=image_fields, **settings)
+  runner = runners.name(runner)
   _check_servers(server, runner, push_options.timeout)
   held = _held_warnings(server, tables, runner, push_options.timeout)
   for message in held:
@@ -101,14 +112,53 @@ def push(src: Union[str, Sequence[str]], server: Union[str, Sequence[str]],
   writer = write.WriteToReverb(server, tables, push_options,
                                on_invalid=on_invalid,
                                step_spec=episodes.step_spec)
-  pipeline = beam.Pipeline(runner=runner, options=PipelineOptions(
-      [f'--{key}={value}' for key, value in options]))
-  _ = pipeline | 'ReadEpisodes' >> episodes | 'WriteToReverb' >> writer
-  start = time.perf_counter()
-  result = _run(pipeline, runner)
+  pipeline = _pipeline(runner, options)
+  with tempfile.TemporaryDirectory(prefix='rlds_reverb_push_') as local:
+    records_dir = local if runners.is_local(runner) else None
+    _ = (pipeline
+         | 'Parts' >> beam.Create(episodes.parts)
+         | 'Write' >> beam.ParDo(writer.parts_dofn(episodes.image_storage))
+         | 'Records' >> beam.Map(_recorded, records_dir))
+    start = time.perf_counter()
+    result, gathered = _run(pipeline, runner)
+    records = (gathered if gathered is not None
+               else results_lib.read(records_dir) if records_dir else None)
+  seconds = time.perf_counter() - start
+  if records is None:  # A remote runner other than Dask: its counters.
+    pushed = _result_of(result.metrics(), seconds)
+  else:
+    pushed = _pushed_of(records, episodes.episodes, runner, seconds)
   return dataclasses.replace(
-      _result_of(result.metrics(), time.perf_counter() - start),
-      notes=tuple(episodes.step_format.notes()), warnings=held)
+      pushed, notes=tuple(episodes.step_format.notes()), warnings=held)
+
+
+def _recorded(record, directory: Optional[str]):
+  """The part's record, also as a file on a local runner (`results`)."""
+  if directory is not None:
+    results_lib.write(directory, f'part-{record["first"]:012d}', record)
+  return record
+
+
+def _pushed_of(records, episodes: int, runner: str,
+               seconds: float) -> PushResult:
+  """The parts' records as one PushResult, once every episode is there."""
+  counts = results_lib.totals(records, _COUNTS)
+  results_lib.check_complete(
+      range(episodes), results_lib.seen_positions(records),
+      f'The Beam push on {runner}',
+      f'the tables hold what its parts confirmed ({counts["items"]:,} '
+      f'items, {counts["episodes"]:,} episodes)')
+  skipped = results_lib.skipped_of(records)
+  return PushResult(counts['episodes'], counts['trajectories'],
+                    counts['items'], seconds, skipped_episodes=len(skipped),
+                    skipped=skipped)
+
+
+def _pipeline(runner: str, options: Sequence[Tuple[str, str]]
+              ) -> beam.Pipeline:
+  return beam.Pipeline(runner=runner, options=PipelineOptions(
+      [f'--{key}={value}' for key, value in runners.options(runner,
+                                                             options)]))
 
 
 def build(src: Union[str, Sequence[str]], directory: str, tables, *,
@@ -145,51 +195,51 @@ def build(src: Union[str, Sequence[str]], directory: str, tables, *,
   from rlds_reverb.checkpoints import writer  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   writer.check_root(directory)  # New or empty, before the pipeline runs.
   push_options = push_options_lib.of(push_options, **settings)
+  runner = runners.name(runner)
   episodes = read.ReadEpisodes(src, split, data_dir,
                                parts_per_file=parts_per_file,
                                options=push_options)
   builder = build_lib.BuildCheckpoints(
       directory, tables, episodes.step_spec, servers=servers,
-      options=push_options, on_invalid=on_invalid)
-  pipeline = beam.Pipeline(runner=runner, options=PipelineOptions(
-      [f'--{key}={value}' for key, value in options]))
-  _ = pipeline | 'ReadEpisodes' >> episodes | 'BuildCheckpoints' >> builder
+      options=push_options, on_invalid=on_invalid,
+      episodes=episodes.episodes)
+  pipeline = _pipeline(runner, options)
+  _ = builder.merged(
+      pipeline
+      | 'Parts' >> beam.Create(episodes.parts)
+      | 'Build' >> beam.ParDo(builder.parts_dofn(episodes.image_storage)))
   start = time.perf_counter()
   try:
-    result = _run(pipeline, runner)
+    _run(pipeline, runner)
+    records = results_lib.read(build_lib.results_directory(
+        builder.directory))
   finally:
-    parts.remove_parts(builder.directory)  # Left by retried bundles.
-  return _built_of(result.metrics(), servers, time.perf_counter() - start,
-                   tuple(episodes.step_format.notes()))
+    parts.remove_parts(builder.directory)  # Left by retried parts.
+  return _built_of(records, servers, time.perf_counter() - start,
+                   tuple(episodes.step_format.notes()), runner)
 
 
-def _built_of(metrics, servers: int, seconds: float, notes) -> list:
-  """A `BuildResult` per server, from the committed counters."""
-  from rlds_reverb.beam import build_checkpoints as build_lib  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+def _built_of(records, servers: int, seconds: float, notes,
+              runner: str) -> list:
+  """A `BuildResult` per server, from the merges' records."""
   from rlds_reverb.build import BuildResult  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  pushed = _result_of(metrics, seconds)  # The skipped episodes.
-  found = metrics.query(MetricsFilter().with_namespace(write.NAMESPACE))
-  counts = {}
-  for counter in found[metrics.COUNTERS]:
-    counts[counter.key.metric.name] = _value(counter)
-  paths = {}
-  for string_set in found[metrics.STRINGSETS]:
-    if string_set.key.metric.name == build_lib.PATHS:
-      for text in _value(string_set) or ():
-        server, path = text.split(' ', 1)
-        paths[int(server)] = path
-  results = []
+  by_server = {record['server']: record for record in records}
+  missing = [k for k in range(servers) if k not in by_server]
+  if missing:
+    raise PipelineFailedError(
+        f'The Beam build on {runner} ended without the merge of server(s) '
+        f'{", ".join(map(str, missing))} of {servers}: the runner lost it; '
+        f'no checkpoint of theirs is complete.')
+  built = []
   for server in range(servers):
-    count = {name: counts.get(f'{name}/{server}', 0)
-             for name in build_lib.BUILT}
-    skipped = tuple(e for e in pushed.skipped
-                    if e.position % servers == server)
-    results.append(BuildResult(
-        path=paths.get(server), episodes=count['episodes'],
-        trajectories=count['trajectories'], items=count['items'],
-        seconds=seconds, bytes=_size(paths.get(server)),
+    record = by_server[server]
+    skipped = results_lib.skipped_of([record])
+    built.append(BuildResult(
+        path=record['path'], episodes=record['episodes'],
+        trajectories=record['trajectories'], items=record['items'],
+        seconds=seconds, bytes=_size(record['path']),
         skipped_episodes=len(skipped), skipped=skipped, notes=notes))
-  return results
+  return built
 
 
 def _size(path: Optional[str]) -> int:
@@ -243,15 +293,22 @@ def _held_warnings(server: Union[str, Sequence[str]],
 
 
 def _run(pipeline: beam.Pipeline, runner: str):
-  """Runs `pipeline` to its end; a failure is one line."""
+  """Runs `pipeline` to its end; a failure is one line. The result, and
+  the last collection's elements where the runner hands them over
+  (`runners.gathered`), else None."""
+  result = None
   try:
     result = pipeline.run()
     state = result.wait_until_finish()
+    check_finished(state, runner)
+    return result, runners.gathered(result)
+  except PipelineFailedError:
+    runners.close(result)
+    raise
   except Exception as e:  # pylint: disable=broad-except
+    runners.close(result)
     raise PipelineFailedError(
         f'The Beam pipeline failed on {runner}: {_first_error(e)}') from e
-  check_finished(state, runner)
-  return result
 
 
 def check_finished(state: str, runner: str) -> None:

@@ -62,7 +62,8 @@ class ReadEpisodes(beam.PTransform):
   `WriteToReverb(step_spec=...)` needs. `options` gives them (a
   `PushOptions`: its `strict` and `image_storage`) instead of the keywords.
   Raises `SourceError`, `DatasetNotPreparedError`, `StepSpecError` or
-  `ImageFieldError` when built.
+  `ImageFieldError` when built. `parts` are the ranges read (`Part`s),
+  `episodes` how many episodes they hold (from the dataset info).
   """
 
   def __init__(self, src: Union[str, Sequence[str]], split: str = 'train',
@@ -85,6 +86,7 @@ class ReadEpisodes(beam.PTransform):
       self.step_format = encoding.named(self.step_format)
     self.step_spec = self.step_format.spec
     self.parts = plan_parts(src, split, data_dir, parts_per_file)
+    self.episodes = sum(part.end - part.start for part in self.parts)
 
   def expand(self, pbegin):
     return (pbegin

@@ -26,6 +26,7 @@ from rlds_reverb import addresses
 from rlds_reverb import checked_push
 from rlds_reverb import push_options
 from rlds_reverb import specs
+from rlds_reverb.beam import read
 from rlds_reverb.push_options import PushOptions
 from rlds_reverb.specs import fields
 from rlds_reverb.write import items as items_lib
@@ -85,12 +86,16 @@ class WriteToReverb(beam.PTransform):
     for address in servers:  # Malformed: fails here, not on the workers.
       addresses.parse(address)
     tables = items_lib.table_names(tables)
-    self._write = _WriteEpisodes(servers, tables, options, on_invalid,
-                                 step_spec, batch_steps)
+    self._arguments = (servers, tables, options, on_invalid, step_spec)
+    self._batch_steps = batch_steps
 
   def expand(self, episodes):
-    return episodes | beam.ParDo(self._write).with_outputs(SKIPPED,
-                                                           main='written')
+    dofn = _WriteEpisodes(*self._arguments, self._batch_steps)
+    return episodes | beam.ParDo(dofn).with_outputs(SKIPPED, main='written')
+
+  def parts_dofn(self, image_storage) -> 'PushParts':
+    """The DoFn that reads and writes whole `read.Part`s (`beam.push`)."""
+    return PushParts(*self._arguments, image_storage, self._batch_steps)
 
 
 class _Target:
@@ -129,38 +134,38 @@ class _WriteEpisodes(beam.DoFn):
       self._set_spec(self._step_spec)
 
   def start_bundle(self):
-    for target in self._targets:
-      target.writer, target.batch, target.batch_steps = None, [], 0
+    self._begin()
 
   def process(self, element):
     try:
-      yield from self._process(*element)
+      skipped = self._add(*element)
     except BaseException:
       self._settle()
       raise
+    if skipped is not None:
+      yield beam.pvalue.TaggedOutput(SKIPPED, skipped)
 
   def finish_bundle(self):
     """Writes what is left, then waits until every server confirmed it."""
     try:
-      for target in self._targets:
-        self._write_batch(target)
-        if target.writer is not None:
-          progress = target.writer.close()  # Everything is confirmed.
-          target.writer = None
-          self._counters['episodes'].inc(progress.confirmed_episodes)
-          self._counters['trajectories'].inc(progress.trajectories)
-          self._counters['items'].inc(progress.confirmed_items)
+      self._confirm()
     except BaseException:
       self._settle()
       raise
 
-  def _process(self, position: int, episode: Dict[str, Any]):
+  def _begin(self) -> None:
+    for target in self._targets:
+      target.writer, target.batch, target.batch_steps = None, [], 0
+
+  def _add(self, position: int, episode: Dict[str, Any]
+           ) -> Optional[checked_push.SkippedEpisode]:
+    """Batches the episode for its server (writing a full batch); or says
+    why it is left out."""
     skipped = checked_push.skip_reason(position, episode, self._on_invalid)
     if skipped is not None:
       self._counters['skipped_episodes'].inc()
       self._skipped.add(json.dumps(vars(skipped), sort_keys=True))
-      yield beam.pvalue.TaggedOutput(SKIPPED, skipped)
-      return
+      return skipped
     if self._spec is None:
       self._set_spec(_spec_of(episode[fields.STEPS]))
     target = self._targets[position % len(self._targets)]
@@ -168,6 +173,23 @@ class _WriteEpisodes(beam.DoFn):
     target.batch_steps += len(episode[fields.STEPS][fields.IS_FIRST])
     if target.batch_steps >= self._batch_steps:
       self._write_batch(target)
+    return None
+
+  def _confirm(self) -> Dict[str, int]:
+    """Writes every batch left and waits until every server confirmed all;
+    the counts confirmed."""
+    counts = dict.fromkeys(('episodes', 'trajectories', 'items'), 0)
+    for target in self._targets:
+      self._write_batch(target)
+      if target.writer is not None:
+        progress = target.writer.close()  # Everything is confirmed.
+        target.writer = None
+        counts['episodes'] += progress.confirmed_episodes
+        counts['trajectories'] += progress.trajectories
+        counts['items'] += progress.confirmed_items
+    for name, value in counts.items():
+      self._counters[name].inc(value)
+    return counts
 
   def _settle(self) -> None:
     """After a failure: confirms, then closes, this bundle's writers.
@@ -210,6 +232,47 @@ class _WriteEpisodes(beam.DoFn):
     return writer_lib.SequenceWriter(
         target.tables, specs.trajectory_spec(self._spec),
         items_lib.SequenceItems.of(self._options), self._options)
+
+
+class PushParts(_WriteEpisodes):
+  """`WriteToReverb`'s DoFn over parts of the data (`read.Part`s): each is
+  read, written and confirmed inside one `process` call, which yields its
+  record (`results`): the positions written and skipped, the counts.
+
+  What `beam.push` runs: nothing rests on `finish_bundle` outputs, tagged
+  outputs or metrics, which DaskRunner drops, mixes or lacks. A part a
+  runner retries is written again (at least once, as `WriteToReverb`).
+  """
+
+  def __init__(self, servers, tables, options, on_invalid, step_spec,
+               image_storage, batch_steps: int = BATCH_STEPS):
+    super().__init__(servers, tables, options, on_invalid, step_spec,
+                     batch_steps)
+    self._image_storage = image_storage
+
+  def start_bundle(self):
+    pass  # Each part is its own bundle of writes.
+
+  def finish_bundle(self):
+    pass
+
+  def process(self, element):
+    self._begin()
+    positions, skipped = [], []
+    try:
+      for position, episode in read.read_part(element, self._image_storage):
+        left_out = self._add(position, episode)
+        if left_out is None:
+          positions.append(position)
+        else:
+          skipped.append(vars(left_out))
+      counts = self._confirm()
+    except BaseException:
+      self._settle()
+      raise
+    yield dict(first=element.first_position,
+               count=element.end - element.start, positions=positions,
+               skipped=skipped, **counts)
 
 
 def _spec_of(steps: Dict[str, Any]) -> Dict[str, tf.TensorSpec]:
