@@ -124,6 +124,17 @@ def test_a_build_is_served_as_push_writes_it_and_stays_as_it_was(
     (['--n-step', '3', '--gamma', '0.9', '--servers', '2'],
      'rlds-reverb: error: --n-step builds in one process, one checkpoint: drop '
      '--workers and --servers'),
+    (['--n-step', '3', '--gamma', '0.9', '--runner', 'dask'],
+     'rlds-reverb: error: --n-step builds in one process, one checkpoint: drop '
+     '--runner'),
+    (['--runner', 'DirectRunner', '--workers', '2'],
+     'rlds-reverb: error: --runner DirectRunner runs its own workers; drop '
+     '--workers (only --runner dask starts a local cluster of --workers '
+     'processes)'),
+    (['--dask-scheduler', 'tcp://h:8786'],
+     'rlds-reverb: error: --dask-scheduler goes with --runner dask'),
+    (['--parts-per-file', '2'],
+     'rlds-reverb: error: --parts-per-file needs --runner'),
     (['--image-format', 'jpeg'],
      'rlds-reverb: error: --image-format goes with --images encoded'),
     (['--chunk-length', 'nowhere=4'],

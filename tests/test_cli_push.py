@@ -23,10 +23,24 @@ USAGE_CASES = {
     # name: (extra arguments, the error line's text)
     'workers_and_runner': (
         ['--server', 'h:1', '--workers', '2', '--runner', 'DirectRunner'],
-        '--runner splits the data itself; drop --workers and --shard'),
+        '--runner DirectRunner runs its own workers; drop --workers (only '
+        '--runner dask starts a local cluster of --workers processes)'),
+    'workers_and_dask_scheduler': (
+        ['--server', 'h:1', '--workers', '2', '--runner', 'dask',
+         '--dask-scheduler', 'tcp://h:8786'],
+        "--dask-scheduler's cluster has its own workers; drop --workers"),
+    'dask_scheduler_without_dask': (
+        ['--server', 'h:1', '--runner', 'DirectRunner',
+         '--dask-scheduler', 'tcp://h:8786'],
+        '--dask-scheduler goes with --runner dask'),
+    'dask_address_as_beam_option': (
+        ['--server', 'h:1', '--runner', 'dask',
+         '--beam-option', 'dask_client_address=tcp://h:8786'],
+        '--runner dask: give the scheduler as --dask-scheduler ADDRESS, not '
+        'as --beam-option dask_client_address'),
     'shard_and_runner': (
         ['--server', 'h:1', '--shard', '0/2', '--runner', 'DirectRunner'],
-        '--runner splits the data itself; drop --workers and --shard'),
+        '--runner splits the data itself; drop --shard'),
     'resume_and_runner': (
         ['--server', 'h:1', '--resume', 's.json', '--runner', 'DirectRunner'],
         '--runner retries failed bundles instead of resuming; drop --resume'),

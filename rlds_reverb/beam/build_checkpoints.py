@@ -287,6 +287,7 @@ def _merge(element, directory: str, servers: int, settings,
       f'{server} {merged.path}')
   record = dict(server=server, path=merged.path,
                 skipped=[e for r in records for e in r['skipped']],
+                evicted_per_table=[list(pair) for pair in merged.evicted],
                 **counters)
   results.write(results_directory(directory), f'server-{server}', record)
   return record

@@ -102,6 +102,7 @@ def push(src: Union[str, Sequence[str]], server: Union[str, Sequence[str]],
       push_options, strict=strict, images=images, image_format=image_format,
       image_fields=image_fields, **settings)
   runner = runners.name(runner)
+  runners.check_scheduler(runner, options)
   _check_servers(server, runner, push_options.timeout)
   held = _held_warnings(server, tables, runner, push_options.timeout)
   for message in held:
@@ -128,6 +129,8 @@ def push(src: Union[str, Sequence[str]], server: Union[str, Sequence[str]],
     pushed = _result_of(result.metrics(), seconds)
   else:
     pushed = _pushed_of(records, episodes.episodes, runner, seconds)
+    if runners.is_local(runner):
+      _check_counters(result.metrics(), pushed, runner)
   return dataclasses.replace(
       pushed, notes=tuple(episodes.step_format.notes()), warnings=held)
 
@@ -145,13 +148,28 @@ def _pushed_of(records, episodes: int, runner: str,
   counts = results_lib.totals(records, _COUNTS)
   results_lib.check_complete(
       range(episodes), results_lib.seen_positions(records),
-      f'The Beam push on {runner}',
+      f'The Beam push on {runners.short(runner)}',
       f'the tables hold what its parts confirmed ({counts["items"]:,} '
       f'items, {counts["episodes"]:,} episodes)')
   skipped = results_lib.skipped_of(records)
   return PushResult(counts['episodes'], counts['trajectories'],
                     counts['items'], seconds, skipped_episodes=len(skipped),
                     skipped=skipped)
+
+
+def _check_counters(metrics, pushed: PushResult, runner: str) -> None:
+  """Where a runner has counters, they agree with the records."""
+  counted = _result_of(metrics, pushed.seconds)
+  names = (*_COUNTS, 'skipped_episodes')
+  if any(getattr(counted, n) != getattr(pushed, n) for n in names):
+    raise PipelineFailedError(
+        f'The Beam push on {runners.short(runner)}: its counters say '
+        f'{_counts_text(counted, names)}, its parts\' records '
+        f'{_counts_text(pushed, names)}.')
+
+
+def _counts_text(result, names) -> str:
+  return ', '.join(f'{getattr(result, n):,} {n}' for n in names)
 
 
 def _pipeline(runner: str, options: Sequence[Tuple[str, str]]
@@ -196,6 +214,7 @@ def build(src: Union[str, Sequence[str]], directory: str, tables, *,
   writer.check_root(directory)  # New or empty, before the pipeline runs.
   push_options = push_options_lib.of(push_options, **settings)
   runner = runners.name(runner)
+  runners.check_scheduler(runner, options)
   episodes = read.ReadEpisodes(src, split, data_dir,
                                parts_per_file=parts_per_file,
                                options=push_options)
@@ -209,12 +228,16 @@ def build(src: Union[str, Sequence[str]], directory: str, tables, *,
       | 'Parts' >> beam.Create(episodes.parts)
       | 'Build' >> beam.ParDo(builder.parts_dofn(episodes.image_storage)))
   start = time.perf_counter()
+  made = not os.path.exists(builder.directory)
   try:
     _run(pipeline, runner)
     records = results_lib.read(build_lib.results_directory(
         builder.directory))
-  finally:
-    parts.remove_parts(builder.directory)  # Left by retried parts.
+  except BaseException:
+    parts.remove_parts(builder.directory)
+    parts.remove_empty_roots(builder.directory, servers, made)
+    raise
+  parts.remove_parts(builder.directory)  # Left by retried parts.
   return _built_of(records, servers, time.perf_counter() - start,
                    tuple(episodes.step_format.notes()), runner)
 
@@ -227,7 +250,7 @@ def _built_of(records, servers: int, seconds: float, notes,
   missing = [k for k in range(servers) if k not in by_server]
   if missing:
     raise PipelineFailedError(
-        f'The Beam build on {runner} ended without the merge of server(s) '
+        f'The Beam build on {runners.short(runner)} ended without the merge of server(s) '
         f'{", ".join(map(str, missing))} of {servers}: the runner lost it; '
         f'no checkpoint of theirs is complete.')
   built = []
@@ -238,6 +261,7 @@ def _built_of(records, servers: int, seconds: float, notes,
         path=record['path'], episodes=record['episodes'],
         trajectories=record['trajectories'], items=record['items'],
         seconds=seconds, bytes=_size(record['path']),
+        evicted=tuple(map(tuple, record['evicted_per_table'])),
         skipped_episodes=len(skipped), skipped=skipped, notes=notes))
   return built
 
@@ -302,13 +326,14 @@ def _run(pipeline: beam.Pipeline, runner: str):
     state = result.wait_until_finish()
     check_finished(state, runner)
     return result, runners.gathered(result)
-  except PipelineFailedError:
-    runners.close(result)
+  except (PipelineFailedError, KeyboardInterrupt):
+    runners.close(result, cancel=True)
     raise
   except Exception as e:  # pylint: disable=broad-except
     runners.close(result)
     raise PipelineFailedError(
-        f'The Beam pipeline failed on {runner}: {_first_error(e)}') from e
+        f'The Beam pipeline failed on {runners.short(runner)}: '
+        f'{_first_error(e)}') from e
 
 
 def check_finished(state: str, runner: str) -> None:

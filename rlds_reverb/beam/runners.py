@@ -17,7 +17,10 @@ or mixed into the main output; only the last transform's bag is computed;
 per element, every output from `process`, one chain, records as results.
 """
 
+import socket
 from typing import List, Optional, Sequence, Tuple
+
+from rlds_reverb.errors import ServerUnavailableError
 
 # Runners whose workers run on this machine: they reach what it reaches.
 LOCAL_RUNNERS = ('DirectRunner', 'BundleBasedDirectRunner',
@@ -54,6 +57,33 @@ def options(runner: str, given: Sequence[Tuple[str, str]]
   return given
 
 
+def check_scheduler(runner: str, given: Sequence[Tuple[str, str]],
+                    timeout_s: float = 5.0) -> None:
+  """On DaskRunner, something answers at the scheduler's address
+  (dask_client_address): Dask's client retries a closed port for 30 s.
+
+  Raises:
+    ServerUnavailableError: nothing answers there within `timeout_s`.
+  """
+  address = dict(given).get('dask_client_address')
+  if not is_dask(runner) or not address:
+    return
+  host, _, port = address.split('://')[-1].rpartition(':')
+  try:
+    socket.create_connection((host.strip('[]'), int(port)),
+                             timeout=timeout_s).close()
+  except (OSError, ValueError) as e:
+    raise ServerUnavailableError(
+        f'No Dask scheduler answers at {address}: '
+        f'{getattr(e, "strerror", None) or e}; start one (dask scheduler) '
+        f'or give its address (tcp://HOST:8786).') from e
+
+
+def short(runner: str) -> str:
+  """'DaskRunner' for 'apache_beam.runners.dask.dask_runner.DaskRunner'."""
+  return runner.rsplit('.', 1)[-1]
+
+
 def gathered(result) -> Optional[list]:
   """The elements of the pipeline's last collection, where the runner
   hands them over (DaskRunner: its futures); None elsewhere. Closes the
@@ -70,8 +100,16 @@ def gathered(result) -> Optional[list]:
   return [element for bag in bags for element in bag]
 
 
-def close(result) -> None:
-  """Closes the Dask client of a pipeline that failed."""
+def close(result, cancel: bool = False) -> None:
+  """Closes the Dask client of a pipeline that failed or was interrupted;
+  with `cancel`, its tasks first (a Ctrl-C leaves them running on a
+  cluster otherwise)."""
   client = getattr(result, 'client', None)
-  if client is not None:
-    client.close()
+  if client is None:
+    return
+  if cancel:
+    try:
+      result.cancel()
+    except Exception:  # pylint: disable=broad-except
+      pass  # Closing the client is what matters.
+  client.close()

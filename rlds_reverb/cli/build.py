@@ -34,6 +34,7 @@ from rlds_reverb.cli import output
 from rlds_reverb.cli import progress as progress_lib
 from rlds_reverb.cli import push
 from rlds_reverb.cli import push_shared
+from rlds_reverb.cli import runner
 from rlds_reverb.cli import tables as table_flags
 
 HELP = 'write a dataset as a Reverb checkpoint that a server loads at start'
@@ -54,6 +55,8 @@ examples:
   rlds-reverb build --dataset DIR --out /data/built --n-step 3 --gamma 0.99
   rlds-reverb build --dataset DIR --dataset MORE --out /data/built2
   rlds-reverb build --dataset DIR --out /data/built --workers 2 --servers 4
+  rlds-reverb build --dataset DIR --out /shared/built --servers 4 \\
+      --runner dask --dask-scheduler tcp://scheduler:8786
 
 Table options (as serve's) apply to the --table before them; no --table
 builds one table, 'replay'. Item options are push's. The dataset is read
@@ -70,7 +73,11 @@ replace them); the server's own checkpoints go to a --checkpoint-dir of
 their own, and the build stays as it is for the next run. --workers N
 builds in N processes; --servers S writes one checkpoint per server
 (episode I goes to server I % S, as 'push --workers' spreads them) into
-DIR/server-K-of-S.
+DIR/server-K-of-S. --runner builds as an Apache Beam pipeline (pip install
+"rlds_reverb[beam]"), --runner dask on a Dask cluster (--dask-scheduler's,
+or a local one of --workers processes); DIR must then be storage every
+worker shares. A server's checkpoint is written only if each of its
+episodes arrived once.
 exit status: 0 built, 1 failure, 2 bad usage or input, 130 interrupted.
 """
 
@@ -92,6 +99,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             'server I %% S, into DIR/server-K-of-S '
                             '(default: %(default)s, into DIR)'))
   push.add_item_arguments(parser)
+  runner.add_arguments(parser)
   table_flags.add_arguments(parser)
 
 
@@ -101,12 +109,17 @@ def run(args: argparse.Namespace) -> int:
   item_options = push.item_options_of(args)
   roots = server_roots(args.out, args.servers)
   _check_out(args.out)
+  made = not os.path.exists(args.out)
   try:
-    if args.workers > 1 or args.servers > 1:
+    if args.runner:
+      results = runner.build(args, configured, item_options)
+    elif args.workers > 1 or args.servers > 1:
       results = _built_by_workers(args, configured, item_options)
     else:
       results = [_checked_build(args, configured, item_options)]
   except KeyboardInterrupt as e:
+    if args.runner:  # Its workers stopped since: what they left.
+      _remove_unfinished(args.out, args.servers, made)
     raise output.CliError(_interrupted_text(args.out, roots),
                           output.EXIT_INTERRUPTED) from e
   names = [table.name for table in configured]
@@ -144,10 +157,13 @@ def check_usage(args: argparse.Namespace) -> None:
   """Combinations of options that cannot run: exit 2, before any work."""
   problems = options.image_usage_problems(args)
   problems.append((args.append, APPEND_GONE))
+  problems += runner.usage_problems(args)
   if args.n_step:
     problems.append((args.workers > 1 or args.servers > 1,
                      '--n-step builds in one process, one checkpoint: drop '
                      '--workers and --servers'))
+    problems.append((bool(args.runner), '--n-step builds in one process, '
+                                        'one checkpoint: drop --runner'))
     problems.append((args.gamma is None,
                      '--n-step needs --gamma G (0 <= G <= 1)'))
     problems += [(given, f'--n-step builds transitions, not trajectories: '
@@ -245,6 +261,15 @@ def _warnings_as_lines():
         shown(message, category, *rest, **keywords)
     warnings.showwarning = show
     yield
+
+
+def _remove_unfinished(out: str, servers: int, made: bool) -> None:
+  """The parts that workers of an interrupted --runner build wrote after
+  the library's own clean-up (a local cluster's run until it is closed);
+  --out too if this build made it and it is left empty."""
+  from rlds_reverb.checkpoints import parts  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  parts.remove_parts(out)
+  parts.remove_empty_roots(out, servers, made)
 
 
 def _interrupted_text(out: str, roots: Sequence[str]) -> str:

@@ -22,6 +22,7 @@ from rlds_reverb.cli import options
 from rlds_reverb.cli import output
 from rlds_reverb.cli import progress as progress_lib
 from rlds_reverb.cli import push_shared
+from rlds_reverb.cli import runner
 from rlds_reverb.push_options import CheckOptions
 from rlds_reverb.push_options import PushOptions
 
@@ -43,6 +44,10 @@ examples:
       --runner DirectRunner --beam-option direct_num_workers=2 \\
       --beam-option direct_running_mode=multi_processing
   rlds-reverb push --dataset DIR --server localhost:8000 --table replay \\
+      --runner dask --workers 2
+  rlds-reverb push --dataset DIR --server host:8000 --table replay \\
+      --runner dask --dask-scheduler tcp://scheduler:8786
+  rlds-reverb push --dataset DIR --server localhost:8000 --table replay \\
       --chunk-length 16 --chunk-length observation/pixels=2
 
 The table(s) must exist; a signed table must have the signature
@@ -60,7 +65,10 @@ A table that already holds items is warned of before writing; the push adds
 to them.
 '--runner' runs the push as an Apache Beam pipeline (pip install
 "rlds_reverb[beam]"): each episode is checked as it is read, episode I goes
-to the I % S-th '--server', and a retried bundle may be written twice.
+to the I % S-th '--server', and a retried part may be written twice; the
+push fails unless every episode was written or skipped once. '--runner
+dask' runs on a Dask cluster: --dask-scheduler's, or a local one of
+--workers processes.
 exit status: 0 every item confirmed, 1 failure, 2 bad usage or input.
 """
 
@@ -92,18 +100,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help=('with --resume: continue after the confirmed '
                             'episodes even when a table has lost them (a '
                             'server restarted without a checkpoint)'))
-  parser.add_argument('--runner', default=None, metavar='RUNNER',
-                      help=('run on Apache Beam with this runner '
-                            '(DirectRunner, DataflowRunner, FlinkRunner, ...)'))
-  parser.add_argument('--beam-option', action='append', default=[],
-                      type=options.key_value, metavar='KEY=VALUE',
-                      help=('a Beam pipeline option for --runner, as '
-                            '--KEY=VALUE; repeat'))
-  parser.add_argument('--parts-per-file', type=options.positive_int,
-                      default=None, metavar='K',
-                      help=('with --runner: read each record file in K '
-                            'parts (default: enough for 8 parts in all); a '
-                            'part is what a retried bundle writes again'))
+  runner.add_arguments(parser)
   options.add_json_flag(parser, 'the counts')
 
 
@@ -141,7 +138,6 @@ def run(args: argparse.Namespace) -> int:
   check_usage(args)
   push_options = options_of(args)
   if args.runner:
-    from rlds_reverb.cli import runner  # pylint: disable=g-import-not-at-top,import-outside-toplevel
     return runner.run(args, push_options)
   if args.n_step:
     print_nstep_summary(push_nstep(args, push_options), args)
@@ -182,16 +178,12 @@ def check_usage(args: argparse.Namespace) -> None:
   problems = [
       (args.workers > 1 and args.shard is not None,
        '--workers runs the shards itself; drop --shard'),
-      (bool(args.runner) and (args.workers > 1 or args.shard is not None),
-       '--runner splits the data itself; drop --workers and --shard'),
+      (bool(args.runner) and args.shard is not None,
+       '--runner splits the data itself; drop --shard'),
       (bool(args.runner) and bool(args.resume),
        '--runner retries failed bundles instead of resuming; drop --resume'),
       (args.resume_anyway and not args.resume,
        '--resume-anyway goes with --resume'),
-      (bool(args.beam_option) and not args.runner,
-       '--beam-option needs --runner'),
-      (args.parts_per_file is not None and not args.runner,
-       '--parts-per-file needs --runner'),
       (len(args.server) > 1 and not (args.runner or args.workers > 1),
        'Several --server need --workers or --runner, which spread the data '
        'over them'),
@@ -199,7 +191,8 @@ def check_usage(args: argparse.Namespace) -> None:
        f'--table {_repeated(args.table)} is given more than once: every item '
        f'would be written that many times into it'),
   ]
-  for failed, message in (problems + _nstep_problems(args) +
+  for failed, message in (problems + runner.usage_problems(args) +
+                          _nstep_problems(args) +
                           options.image_usage_problems(args)):
     if failed:
       raise output.CliError(message, output.EXIT_USAGE)
