@@ -206,6 +206,52 @@ def test_skipped_episodes_go_to_the_tagged_output(dirs, address):
           result.skipped_episodes) == (2, 8, 6, 4)
 
 
+def _pushed_by_hand(dirs, address, mangle, directory):
+  """`beam.push`'s pipeline, with `mangle` on the parts' records (a runner
+  that loses or repeats a part); the records it leaves."""
+  from rlds_reverb.beam import results  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  episodes = read.ReadEpisodes(dirs['data'], parts_per_file=2)
+  writer = rlds_beam.WriteToReverb(address, 'a', step_spec=episodes.step_spec)
+  pipeline = beam.Pipeline('DirectRunner')
+  _ = (pipeline | beam.Create(episodes.parts)
+       | beam.ParDo(writer.parts_dofn(episodes.image_storage))
+       | beam.FlatMap(mangle)
+       | beam.Map(pipeline_lib.recorded, str(directory)))
+  pipeline_lib.run(pipeline, 'DirectRunner')
+  return episodes, results.read(str(directory))
+
+
+def test_a_part_lost_or_repeated_fails_the_push(dirs, address, tmp_path):
+  """A runner that drops the third part's record (episodes 4-5 of 16); or
+  hands it over twice, as DaskRunner's gathered results would hold it (the
+  files of local runners are per part: a retry rewrites its own)."""
+  episodes, records = _pushed_by_hand(
+      dirs, address, lambda record: [record] if record['first'] != 4 else [],
+      tmp_path)
+  third = [r for r in _pushed_by_hand(dirs, address, lambda r: [r],
+                                      tmp_path / 'all')[1]
+           if r['first'] == 4]
+  for problem, given in (('missing episodes 4-5', records),
+                         ('episodes repeated 4-5', records + third * 2)):
+    with pytest.raises(rlds_reverb.PipelineFailedError) as error:
+      pipeline_lib.pushed_of(given, episodes.episodes, 'DirectRunner', 1.0)
+    assert str(error.value) == (
+        f'The Beam push on DirectRunner: {problem} (of 16 expected): the '
+        f'runner lost or repeated a part; the tables hold what its parts '
+        f'confirmed ({sum(r["items"] for r in given):,} items, '
+        f'{sum(r["episodes"] for r in given)} episodes).')
+
+
+def test_push_counts_come_from_the_records_and_match_the_counters(
+    dirs, address):
+  """Every record once: the counts of one `rlds_reverb.push`; on
+  DirectRunner its counters agree (`push` checks them)."""
+  result = rlds_beam.push(dirs['data'], address, 'a', parts_per_file=2)
+  pushed = rlds_reverb.push(rlds_reverb.load(dirs['data']), address, 'a')
+  assert (result.episodes, result.trajectories, result.items) == (
+      pushed.episodes, pushed.trajectories, pushed.items)
+
+
 def test_malformed_episode_fails_the_pipeline_naming_it(dirs, address):
   with pytest.raises(rlds_reverb.PipelineFailedError) as error:
     rlds_beam.push(dirs['mixed'], address, 'm')

@@ -15,83 +15,39 @@ import sys
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
-import numpy as np  # pylint: disable=g-import-not-at-top
 import pytest  # pylint: disable=g-import-not-at-top
-import reverb  # pylint: disable=g-import-not-at-top
-import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
 import rlds_reverb  # pylint: disable=g-import-not-at-top
 from rlds_reverb import checkpoints  # pylint: disable=g-import-not-at-top
 from rlds_reverb import parallel  # pylint: disable=g-import-not-at-top
-from rlds_reverb import specs  # pylint: disable=g-import-not-at-top
 from rlds_reverb import tables  # pylint: disable=g-import-not-at-top
 from rlds_reverb.checkpoints import parts  # pylint: disable=g-import-not-at-top
 from rlds_reverb.errors import CheckpointWriteError  # pylint: disable=g-import-not-at-top
 from tests import extras  # pylint: disable=g-import-not-at-top
-from tests import export_data  # pylint: disable=g-import-not-at-top
+from tests import built_servers  # pylint: disable=g-import-not-at-top
 from tests import process_tree  # pylint: disable=g-import-not-at-top
-from tests import reverb_tables  # pylint: disable=g-import-not-at-top
 from tests.cli_runs import HANG_GUARD_S  # pylint: disable=g-import-not-at-top
 
-# Steps per episode: short ones (no item) too, over several record files.
-LENGTHS = [1, 7, 30, 2, 40, 3, 25, 11, 39, 15, 6, 35, 4, 28]
-SERVERS = 2
-TABLE = tables.fifo('replay', max_size=10_000)
+LENGTHS = built_servers.LENGTHS
+SERVERS = built_servers.SERVERS
+TABLE = built_servers.TABLE
+loaded_items = built_servers.loaded_items
+assert_same_items = built_servers.assert_same_items
 
 
 @pytest.fixture(scope='module')
 def source(tmp_path_factory):
-  return export_data.write_source(
-      tmp_path_factory.mktemp('source'),
-      [export_data.nested_episode(i, n) for i, n in enumerate(LENGTHS)])
+  return built_servers.write_source(tmp_path_factory.mktemp('source'))
 
 
 @pytest.fixture(scope='module')
 def signature(source):
-  data = rlds_reverb.load(source)
-  return specs.table_signature(specs.trajectory_spec(
-      specs.step_format(data).spec))
-
-
-def _keep(server, servers):
-  return lambda index, episode: index % servers == server
-
-
-def _episode(index, episode):
-  del index
-  return episode
+  return built_servers.signature_of(source)
 
 
 @pytest.fixture(scope='module')
 def pushed(source, signature):
-  """Per server k, the items a push of episodes I % S == k leaves."""
-  items = []
-  for server_index in range(SERVERS):
-    data = rlds_reverb.load(source).enumerate().filter(
-        _keep(server_index, SERVERS)).map(_episode)
-    server = reverb_tables.start_server([tables.table(TABLE, signature)])
-    rlds_reverb.push(data, reverb_tables.address(server), TABLE.name)
-    items.append(reverb_tables.drain(server, TABLE.name))
-    server.stop()
-  return items
-
-
-def loaded_items(root, signature):
-  """What a real server loading `root`'s newest checkpoint holds."""
-  server = reverb.Server(
-      [tables.table(TABLE, signature)],
-      checkpointer=reverb.checkpointers.DefaultCheckpointer(os.fspath(root)))
-  try:
-    return reverb_tables.drain(server, TABLE.name)
-  finally:
-    server.stop()
-
-
-def assert_same_items(got, want):
-  assert [p for p, _ in got] == [p for p, _ in want]
-  reverb_tables.assert_same_flat_items(
-      [tf.nest.flatten(d) for _, d in got], [tf.nest.flatten(d)
-                                             for _, d in want])
+  return built_servers.pushed_per_server(source, signature)
 
 
 def test_local_workers_build_one_checkpoint_per_server(
@@ -129,6 +85,53 @@ def test_beam_builds_one_checkpoint_per_server(source, signature, pushed,
     assert result.items == len(got)
     assert result.episodes == len(LENGTHS[server_index::SERVERS])
   assert not os.path.exists(tmp_path / 'built' / parts.PARTS)
+
+
+def _built_by_hand(source, directory, mangle):
+  """`beam.build`'s pipeline, with `mangle` on the (server, part record)
+  pairs before the merge: a runner that loses or repeats a part."""
+  import apache_beam as beam  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.beam import build_checkpoints  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.beam import pipeline as pipeline_lib  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.beam import read  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  episodes = read.ReadEpisodes(source, parts_per_file=2)
+  builder = build_checkpoints.BuildCheckpoints(
+      directory, [TABLE], episodes.step_spec, servers=SERVERS,
+      episodes=episodes.episodes)
+  pipeline = beam.Pipeline('DirectRunner')
+  _ = builder.merged(
+      pipeline | beam.Create(episodes.parts)
+      | beam.ParDo(builder.parts_dofn(episodes.image_storage))
+      | beam.FlatMap(mangle))
+  pipeline_lib.run(pipeline, 'DirectRunner')
+
+
+@extras.needs('beam')
+@pytest.mark.parametrize('copies, problem', [
+    (0, 'missing episodes 3'), (2, 'episodes repeated 3')])
+def test_a_server_missing_or_repeating_a_part_gets_no_checkpoint(
+    source, tmp_path, copies, problem):
+  """Server 1's record of the part of episodes 2-3 dropped (or doubled)
+  between the workers and the merge: no DONE, no checkpoint, no parts."""
+  from rlds_reverb.errors import PipelineFailedError  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+
+  def mangle(pair):
+    server, record = pair
+    return [pair] * (copies if server == 1 and 3 in record['positions']
+                     else 1)
+
+  with pytest.raises(PipelineFailedError) as error:
+    _built_by_hand(source, tmp_path / 'built', mangle)
+  assert str(error.value) == (
+      f'The Beam pipeline failed on DirectRunner: PipelineFailedError: '
+      f'Server 1 of 2: {problem} (of 7 expected): the runner lost or '
+      f'repeated a part; its checkpoint was not written.')
+  root = parts.server_root(tmp_path / 'built', 1, SERVERS)
+  assert not checkpoints.find(root).complete
+  assert not os.path.exists(root) or not os.listdir(root)
+  # The merge removed the parts it was handed; the lost one, named by no
+  # record, is left to `beam.build`'s clean-up after the pipeline.
+  assert len(parts.find(tmp_path / 'built', 1, SERVERS)) == (copies == 0)
 
 
 def written_parts(source, directory):

@@ -23,6 +23,7 @@ mount of a bucket): parts are plain files, renamed once whole.
 
 import json
 import os
+import shutil
 from typing import Any, Dict, List, Optional, Tuple
 
 import apache_beam as beam
@@ -37,6 +38,7 @@ from rlds_reverb.beam import results
 from rlds_reverb.beam import write
 from rlds_reverb.build import table_options
 from rlds_reverb.build_parts import ServerParts
+from rlds_reverb.checkpoints import directories
 from rlds_reverb.checkpoints import parts as parts_lib
 from rlds_reverb.errors import PipelineFailedError
 from rlds_reverb.push_options import PushOptions
@@ -258,9 +260,19 @@ class BuildParts(_WriteParts):
 
 def _merge(element, directory: str, servers: int, settings,
            episodes: Optional[int]) -> Dict[str, Any]:
-  """Server k's parts, checked whole, merged into its checkpoint; the parts
-  removed. Its record, also written where `build` reads it (`results`)."""
+  """Server k's parts, checked whole, merged into its checkpoint; its
+  record written where `build` reads it (`results`); the parts removed.
+
+  A rerun (its worker died) returns the record of an attempt that
+  finished, or removes what a killed attempt left in the server's root
+  (new when the build started: all a build wrote there is this merge's).
+  """
   server, records = element
+  root = parts_lib.server_root(directory, server, servers)
+  finished = _finished_record(directory, server)
+  if finished is not None:
+    return finished
+  _remove_earlier_attempts(root)
   records = [record for record in records if record is not None]
   paths = sorted(r['path'] for r in records if r['path'] is not None)
   if episodes is not None:
@@ -273,10 +285,7 @@ def _merge(element, directory: str, servers: int, settings,
     except PipelineFailedError:
       parts_lib.remove(paths)
       raise
-  merged = parts_lib.merge(paths, parts_lib.server_root(directory, server,
-                                                        servers),
-                           settings)
-  parts_lib.remove(paths)
+  merged = parts_lib.merge(paths, root, settings)
   counters = dict(episodes=merged.episodes, trajectories=merged.steps,
                   items=merged.items,
                   evicted=max([n for _, n in merged.evicted], default=0))
@@ -289,8 +298,30 @@ def _merge(element, directory: str, servers: int, settings,
                 skipped=[e for r in records for e in r['skipped']],
                 evicted_per_table=[list(pair) for pair in merged.evicted],
                 **counters)
-  results.write(results_directory(directory), f'server-{server}', record)
+  results.write(results_directory(directory), _record_key(server), record)
+  parts_lib.remove(paths)
   return record
+
+
+def _record_key(server: int) -> str:
+  return f'server-{server}'
+
+
+def _finished_record(directory: str, server: int) -> Optional[Dict[str, Any]]:
+  """The record of a merge of `server` that finished (its checkpoint has
+  DONE), or None."""
+  for record in results.read(results_directory(directory)):
+    if (record['server'] == server and
+        os.path.exists(os.path.join(record['path'], directories.DONE))):
+      return record
+  return None
+
+
+def _remove_earlier_attempts(root: str) -> None:
+  """Checkpoints a killed attempt of this merge wrote under `root`."""
+  found = directories.find(root)
+  for name in (*found.unfinished, *found.built):
+    shutil.rmtree(found.path(name), ignore_errors=True)
 
 
 def results_directory(directory: str) -> str:

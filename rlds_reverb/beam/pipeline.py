@@ -119,30 +119,30 @@ def push(src: Union[str, Sequence[str]], server: Union[str, Sequence[str]],
     _ = (pipeline
          | 'Parts' >> beam.Create(episodes.parts)
          | 'Write' >> beam.ParDo(writer.parts_dofn(episodes.image_storage))
-         | 'Records' >> beam.Map(_recorded, records_dir))
+         | 'Records' >> beam.Map(recorded, records_dir))
     start = time.perf_counter()
-    result, gathered = _run(pipeline, runner)
+    result, gathered = run(pipeline, runner)
     records = (gathered if gathered is not None
                else results_lib.read(records_dir) if records_dir else None)
   seconds = time.perf_counter() - start
   if records is None:  # A remote runner other than Dask: its counters.
     pushed = _result_of(result.metrics(), seconds)
   else:
-    pushed = _pushed_of(records, episodes.episodes, runner, seconds)
+    pushed = pushed_of(records, episodes.episodes, runner, seconds)
     if runners.is_local(runner):
       _check_counters(result.metrics(), pushed, runner)
   return dataclasses.replace(
       pushed, notes=tuple(episodes.step_format.notes()), warnings=held)
 
 
-def _recorded(record, directory: Optional[str]):
+def recorded(record, directory: Optional[str]):
   """The part's record, also as a file on a local runner (`results`)."""
   if directory is not None:
     results_lib.write(directory, f'part-{record["first"]:012d}', record)
   return record
 
 
-def _pushed_of(records, episodes: int, runner: str,
+def pushed_of(records, episodes: int, runner: str,
                seconds: float) -> PushResult:
   """The parts' records as one PushResult, once every episode is there."""
   counts = results_lib.totals(records, _COUNTS)
@@ -230,7 +230,7 @@ def build(src: Union[str, Sequence[str]], directory: str, tables, *,
   start = time.perf_counter()
   made = not os.path.exists(builder.directory)
   try:
-    _run(pipeline, runner)
+    run(pipeline, runner)
     records = results_lib.read(build_lib.results_directory(
         builder.directory))
   except BaseException:
@@ -316,7 +316,7 @@ def _held_warnings(server: Union[str, Sequence[str]],
   return tuple(texts)
 
 
-def _run(pipeline: beam.Pipeline, runner: str):
+def run(pipeline: beam.Pipeline, runner: str):
   """Runs `pipeline` to its end; a failure is one line. The result, and
   the last collection's elements where the runner hands them over
   (`runners.gathered`), else None."""
@@ -324,9 +324,7 @@ def _run(pipeline: beam.Pipeline, runner: str):
   try:
     result = pipeline.run()
     state = result.wait_until_finish()
-    check_finished(state, runner)
-    return result, runners.gathered(result)
-  except (PipelineFailedError, KeyboardInterrupt):
+  except KeyboardInterrupt:
     runners.close(result, cancel=True)
     raise
   except Exception as e:  # pylint: disable=broad-except
@@ -334,6 +332,12 @@ def _run(pipeline: beam.Pipeline, runner: str):
     raise PipelineFailedError(
         f'The Beam pipeline failed on {runners.short(runner)}: '
         f'{_first_error(e)}') from e
+  try:
+    check_finished(state, runner)
+  except PipelineFailedError:
+    runners.close(result)
+    raise
+  return result, runners.gathered(result)
 
 
 def check_finished(state: str, runner: str) -> None:

@@ -1,0 +1,73 @@
+"""A source of 14 episodes, the items a push of each server's share leaves,
+and what a real server loading a built checkpoint holds: what the tests of
+builds with one checkpoint per server compare (local workers, Beam's
+DirectRunner, Dask).
+"""
+
+import os
+
+import reverb
+import tensorflow as tf
+
+import rlds_reverb
+from rlds_reverb import specs
+from rlds_reverb import tables
+from tests import export_data
+from tests import reverb_tables
+
+# Steps per episode: short ones (no item) too, over several record files.
+LENGTHS = [1, 7, 30, 2, 40, 3, 25, 11, 39, 15, 6, 35, 4, 28]
+SERVERS = 2
+TABLE = tables.fifo('replay', max_size=10_000)
+
+
+def write_source(directory) -> str:
+  return export_data.write_source(
+      directory, [export_data.nested_episode(i, n)
+                  for i, n in enumerate(LENGTHS)])
+
+
+def signature_of(source):
+  data = rlds_reverb.load(source)
+  return specs.table_signature(specs.trajectory_spec(
+      specs.step_format(data).spec))
+
+
+def _keep(server, servers):
+  return lambda index, episode: index % servers == server
+
+
+def _episode(index, episode):
+  del index
+  return episode
+
+
+def pushed_per_server(source, signature, servers: int = SERVERS):
+  """Per server k, the items a push of episodes I % S == k leaves."""
+  items = []
+  for server_index in range(servers):
+    data = rlds_reverb.load(source).enumerate().filter(
+        _keep(server_index, servers)).map(_episode)
+    server = reverb_tables.start_server([tables.table(TABLE, signature)])
+    rlds_reverb.push(data, reverb_tables.address(server), TABLE.name)
+    items.append(reverb_tables.drain(server, TABLE.name))
+    server.stop()
+  return items
+
+
+def loaded_items(root, signature):
+  """What a real server loading `root`'s newest checkpoint holds."""
+  server = reverb.Server(
+      [tables.table(TABLE, signature)],
+      checkpointer=reverb.checkpointers.DefaultCheckpointer(os.fspath(root)))
+  try:
+    return reverb_tables.drain(server, TABLE.name)
+  finally:
+    server.stop()
+
+
+def assert_same_items(got, want):
+  assert [p for p, _ in got] == [p for p, _ in want]
+  reverb_tables.assert_same_flat_items(
+      [tf.nest.flatten(d) for _, d in got], [tf.nest.flatten(d)
+                                             for _, d in want])
