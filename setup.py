@@ -47,9 +47,12 @@ setuptools.setup(
         # EnvLogger 1.2 (1.3 needs glibc 2.38): scripts/make_cartpole_dataset.py
         # and the benchmarks comparing with it. RldsRecorder does not use it.
         'record': ['envlogger==1.2'],
-        # rlds_reverb.beam and `push --runner`. Resolved with the pins above;
-        # alone on top, pip once moved protobuf to 6, which breaks TF 2.15.
-        'beam': ['apache-beam==2.77.0', 'protobuf>=3.20.3,<5'],
+        # rlds_reverb.beam and `push/build --runner`. Resolved with the pins
+        # above; alone on top, pip once moved protobuf to 6, which breaks
+        # TF 2.15. dask[distributed] for `--runner dask` (Beam's DaskRunner):
+        # 2026.8.0 resolves with them (cloudpickle 3.1, msgpack, tornado).
+        'beam': ['apache-beam==2.77.0', 'protobuf>=3.20.3,<5',
+                 'dask[distributed]==2026.8.0'],
         # The docs site: `mkdocs build --strict` (docs/development.md). The
         # API page reads the docstrings from the sources (griffe), importing
         # nothing.

@@ -30,6 +30,7 @@ SKIPPED = {
     ('docs/conversion.md', 'python -m pytest -q tests/test_dataset_shapes.py'),
     ('docs/conversion.md', 'python -m pytest -q tests/test_catalog.py'),
     ('docs/scaling.md', 'rlds-reverb push --dataset gs://BUCKET/tfds/NAME/1.0.0 --table replay \\'),
+    ('docs/scaling.md', 'dask scheduler'),
     ('docs/development.md', 'python -m pytest -q -n 2 tests'),
     ('docs/development.md', 'pip install ".[docs]" && mkdocs build --strict'),
     ('docs/encoded_images_performance.md', 'pip install ".[bench]"'),
