@@ -1,0 +1,170 @@
+"""Build and push on Beam's DaskRunner (a local cluster of 2 workers)
+against the same jobs on 2 local worker processes: one run, as commands.
+
+    python benchmarks/dask_throughput.py [--steps 1000000] [--repeats 3]
+        [--data-dir DIR] [--no-push]
+
+The data: halfcheetah-shaped vector steps (observation float32[17], action
+float32[6]) in episodes of 1,000, in 4 record files, written by TFDS into
+`--data-dir` (kept, reused). Each round runs, as a user would:
+
+    build  rlds-reverb build --dataset DIR --out OUT --servers 2 --workers 2
+           rlds-reverb build ... --servers 2 --runner dask --workers 2
+    push   rlds-reverb push --dataset DIR --server ADDR --table bench
+               --workers 2                 (a server in its own process)
+           rlds-reverb push ... --runner dask --workers 2
+
+Each command is timed whole (start-up, the local cluster's start and close
+included) with the CPU seconds of its process tree; the builds' outputs are
+checked (every item in the two checkpoints), the pushes' tables too. The
+Dask rows also say where their time goes: the seconds to start a
+LocalCluster of 2 quiet workers, timed alone in this process, and the
+pipeline's own seconds (`BuildResult.seconds`, `--json`'s `seconds`).
+Printed: medians of wall and CPU seconds, steps per second, and each Dask
+row's speed against its local-workers row (goal, issue 41: >= 0.8x).
+"""
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import common  # pylint: disable=g-bad-import-order
+
+TABLE = 'bench'
+EPISODE_STEPS = 1000
+BUILDS = {
+    '--workers 2': ['--workers', '2'],
+    '--runner dask --workers 2': ['--runner', 'dask', '--workers', '2'],
+}
+PUSHES = BUILDS
+
+
+def run(command):
+  """(wall seconds, CPU seconds of its process tree, stdout)."""
+  env = {**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3'}
+  cpu_before = _children_cpu_seconds()
+  start = time.perf_counter()
+  result = subprocess.run(command, capture_output=True, text=True,
+                          check=False, env=env)
+  wall = time.perf_counter() - start
+  if result.returncode != 0:
+    raise RuntimeError(f'{" ".join(command)} failed: {result.stderr}')
+  return wall, _children_cpu_seconds() - cpu_before, result.stdout
+
+
+def _children_cpu_seconds() -> float:
+  usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+  return usage.ru_utime + usage.ru_stime
+
+
+def build_round(dataset: str, root: str, mode: str):
+  out = os.path.join(root, 'built')
+  shutil.rmtree(out, ignore_errors=True)
+  wall, cpu, stdout = run([
+      sys.executable, '-m', 'rlds_reverb', 'build', '--dataset', dataset,
+      '--out', out, '--servers', '2', '--table', TABLE, *BUILDS[mode]])
+  items = sum(int(line.split('; ')[1].split(' items')[0].replace(',', ''))
+              for line in stdout.splitlines() if line.startswith('built '))
+  pipeline = [float(line.rsplit('; ', 1)[1].split(' s')[0])
+              for line in stdout.splitlines() if line.startswith('built ')]
+  return wall, cpu, items, max(pipeline)
+
+
+def push_round(dataset: str, address: str, mode: str):
+  wall, cpu, stdout = run([
+      sys.executable, '-m', 'rlds_reverb', 'push', '--dataset', dataset,
+      '--server', address, '--table', TABLE, '--json', *PUSHES[mode]])
+  summary = json.loads(stdout)
+  return wall, cpu, summary['items'], summary['seconds']
+
+
+def cluster_start_seconds() -> float:
+  """A LocalCluster of 2 quiet workers, started and closed in this process."""
+  from rlds_reverb.beam import dask_cluster  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  start = time.perf_counter()
+  with dask_cluster.local_cluster(2):
+    ready = time.perf_counter() - start
+  return ready
+
+
+def report(name: str, runs: dict, steps: int, items: int) -> None:
+  print(f'\n{name} ({steps:,} steps, {items:,} items), medians of '
+        f'{len(next(iter(runs.values())))} rounds:')
+  medians = {}
+  for mode, rounds in runs.items():
+    wall = statistics.median(r[0] for r in rounds)
+    cpu = statistics.median(r[1] for r in rounds)
+    pipeline = statistics.median(r[3] for r in rounds)
+    medians[mode] = wall
+    print(f'  {mode:28s} {wall:7.2f} s wall ({steps / wall:9,.0f} steps/s), '
+          f'{cpu:7.2f} CPU s, job {pipeline:6.2f} s '
+          f'[walls {", ".join(f"{r[0]:.1f}" for r in rounds)}]')
+  base, dask = medians['--workers 2'], medians['--runner dask --workers 2']
+  print(f'  dask speed / local workers speed: {base / dask:.2f}x '
+        f'(goal >= 0.8x)')
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+  parser.add_argument('--steps', type=int, default=1_000_000)
+  parser.add_argument('--repeats', type=int, default=3)
+  parser.add_argument('--data-dir', default=None)
+  parser.add_argument('--no-push', action='store_true')
+  args = parser.parse_args()
+  print(common.machine())
+  data_dir = args.data_dir or tempfile.mkdtemp(prefix='dask_bench_')
+  episodes = args.steps // EPISODE_STEPS
+  dataset = os.path.join(data_dir, 'bench_vector', '1.0.0')
+  if not os.path.exists(os.path.join(dataset, 'dataset_info.json')):
+    dataset = common.tfds_dir('vector', episodes, EPISODE_STEPS, data_dir)
+  items = episodes * (EPISODE_STEPS - 1)
+  starts = [cluster_start_seconds() for _ in range(args.repeats)]
+  print(f'LocalCluster of 2 quiet workers: ready in '
+        f'{statistics.median(starts):.2f} s (median of {len(starts)})')
+
+  with tempfile.TemporaryDirectory() as root:
+    runs = {mode: [] for mode in BUILDS}
+    for _ in range(args.repeats):
+      for mode in BUILDS:
+        runs[mode].append(build_round(dataset, root, mode))
+        if runs[mode][-1][2] != items:
+          raise RuntimeError(f'{mode}: built {runs[mode][-1][2]} items, '
+                             f'expected {items}')
+    report('build --servers 2', runs, args.steps, items)
+
+  if args.no_push:
+    return
+  import reverb  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  server = common.ServerProcess(TABLE, _signature(dataset), max_size=10**8)
+  try:
+    client = reverb.Client(server.address)
+    runs = {mode: [] for mode in PUSHES}
+    for _ in range(args.repeats):
+      for mode in PUSHES:
+        client.reset(TABLE)
+        runs[mode].append(push_round(dataset, server.address, mode))
+        size = client.server_info(timeout=30)[TABLE].current_size
+        if size != items or runs[mode][-1][2] != items:
+          raise RuntimeError(f'{mode}: the table holds {size} items, the '
+                             f'push said {runs[mode][-1][2]}; expected '
+                             f'{items}')
+    report('push into one server', runs, args.steps, items)
+  finally:
+    server.stop()
+
+
+def _signature(dataset: str):
+  import rlds_reverb  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  return rlds_reverb.specs.table_signature(
+      rlds_reverb.create_trajectory_data_spec(rlds_reverb.load(dataset)))
+
+
+if __name__ == '__main__':
+  main()
