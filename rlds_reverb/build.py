@@ -260,6 +260,50 @@ def table_options(tables: TablesLike) -> Tuple[tables_lib.TableOptions, ...]:
   return made
 
 
+@dataclasses.dataclass(frozen=True)
+class ItemKind:
+  """What a build's items are, in one place for every way of building (one
+  process, local workers, Beam): trajectories (with `policy_info_fn`), or
+  n-step transitions (`nstep` = (n, discount)); their spec, signature, item
+  plan, and the rows of converted episodes the plan takes."""
+  options: PushOptions = PushOptions()
+  policy_info_fn: Optional[fields.PolicyInfoFn] = None
+  nstep: Optional[Tuple[int, float]] = None
+
+  @property
+  def item_plan(self):
+    if self.nstep is not None:
+      return items_lib.TransitionItems()
+    return items_lib.SequenceItems.of(self.options)
+
+  def spec(self, step_spec) -> Any:
+    if self.nstep is not None:
+      return nstep.transition_spec(step_spec)
+    return specs.trajectory_spec(step_spec, self.policy_info_fn)
+
+  def signature(self, step_spec) -> Any:
+    """The tables' signature: transitions are signed as they are."""
+    spec = self.spec(step_spec)
+    return spec if self.nstep is not None else specs.table_signature(spec)
+
+  def rows(self, rlds_data: tf.data.Dataset
+           ) -> Iterator[Tuple[int, Tuple[Any, ...]]]:
+    """(index in `rlds_data`, the item spec's leaves [T, ...]) of each
+    episode, converted as push converts it."""
+    if self.nstep is not None:
+      blocks = nstep.nstep_transition_blocks(rlds_data, *self.nstep,
+                                             self.options.strict)
+      return _numpy(blocks.map(_flat_transitions))
+    return episode_rows(rlds_data, self.policy_info_fn, self.options.strict)
+
+  def items_of(self, steps: int) -> int:
+    """The items an episode of `steps` steps gives: an n-step transition
+    per step but the last, or the sequence items of `item_plan`."""
+    if self.nstep is not None:
+      return max(steps - 1, 0)
+    return len(self.item_plan.plan(steps).item_ends)
+
+
 class CheckedBuild:
   """One build: `check()` reads ahead and decides, `write()` builds."""
 
@@ -275,15 +319,13 @@ class CheckedBuild:
                                                  options.image_storage)
     self._options = options
     self._on_invalid = on_invalid
-    self._policy_info_fn = policy_info_fn
     self._nstep = nstep
+    self.kind = ItemKind(options, policy_info_fn, nstep)
     self._plan: Optional[BuildPlan] = None
 
   @property
   def item_plan(self):
-    if self._nstep is not None:
-      return items_lib.TransitionItems()
-    return items_lib.SequenceItems.of(self._options)
+    return self.kind.item_plan
 
   def check(self, on_read: Optional[Callable[[int, int], None]] = None
             ) -> BuildPlan:
@@ -298,12 +340,8 @@ class CheckedBuild:
     step_format = specs.step_format(self._data, self._options.strict)
     if self._encoding is not None:
       step_format = self._encoding.named(step_format)
-    if self._nstep is not None:
-      spec = nstep.transition_spec(step_format.spec)
-      signature = spec
-    else:
-      spec = specs.trajectory_spec(step_format.spec, self._policy_info_fn)
-      signature = specs.table_signature(spec)
+    spec = self.kind.spec(step_format.spec)
+    signature = self.kind.signature(step_format.spec)
     settings = tuple(tables_lib.settings(table, signature)
                      for table in self._tables)
     # The plan checks chunk_length against the columns, before any read.
@@ -342,11 +380,7 @@ class CheckedBuild:
     return dataclasses.replace(plan, warnings=texts, short_episodes=short)
 
   def _items_of(self, steps: int) -> int:
-    """The items an episode of `steps` steps gives: an n-step transition
-    per step but the last, or the sequence items of `item_plan`."""
-    if self._nstep is not None:
-      return max(steps - 1, 0)
-    return len(self.item_plan.plan(steps).item_ends)
+    return self.kind.items_of(steps)
 
   def write(self, directory: str, *,
             on_built: Optional[Callable[[BuildProgress], None]] = None
@@ -381,12 +415,7 @@ class CheckedBuild:
     data = validation.without_episodes(
         data, [episode.position for episode in plan.skipped])
     positions = kept_positions(plan.skipped)
-    if self._nstep is not None:
-      blocks = nstep.nstep_transition_blocks(data, *self._nstep,
-                                             self._options.strict)
-      rows = _numpy(blocks.map(_flat_transitions))
-    else:
-      rows = episode_rows(data, self._policy_info_fn, self._options.strict)
+    rows = self.kind.rows(data)
     planner = plan_lib.Plan(plan.spec, self.item_plan, self.names,
                             self._options.priority, self._options.chunk_length)
     return plan_blocks(rows, planner, sink, positions, on_built)

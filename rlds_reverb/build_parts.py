@@ -43,13 +43,19 @@ class Share:
   steps: int
   skipped: Tuple[SkippedEpisode, ...] = ()
   notes: Tuple[str, ...] = ()
+  # Per server, the positions of the episodes its part holds.
+  positions: Dict[int, List[int]] = dataclasses.field(
+      default_factory=dict)
 
 
 def build_share(ranges: Sequence[Part], directory: str, tables,
                 servers: int, options: PushOptions = PushOptions(),
                 on_invalid: OnInvalid = OnInvalid.RAISE,
-                name: Optional[str] = None) -> Share:
-  """Builds the parts of `ranges` (in position order) under `directory`.
+                name: Optional[str] = None, *,
+                policy_info_fn=None,
+                nstep: Optional[Tuple[int, float]] = None) -> Share:
+  """Builds the parts of `ranges` (in position order) under `directory`:
+  trajectories (with `policy_info_fn`), or n-step transitions (`nstep`).
 
   Raises as `build_checkpoint`'s checks; a failure removes this share's
   parts.
@@ -61,7 +67,9 @@ def build_share(ranges: Sequence[Part], directory: str, tables,
     for part in ranges:
       data = sources.load(part.source, split=part.split_text(),
                           data_dir=part.data_dir)
-      job = build_lib.CheckedBuild(data, tables, options, on_invalid)
+      job = build_lib.CheckedBuild(data, tables, options, on_invalid,
+                                   policy_info_fn=policy_info_fn,
+                                   nstep=nstep)
       plan = job.check()
       notes.update(dict.fromkeys(plan.notes))
       settings = plan.settings
@@ -72,7 +80,7 @@ def build_share(ranges: Sequence[Part], directory: str, tables,
       first = part.first_position
       skipped += [dataclasses.replace(e, position=first + e.position)
                   for e in plan.skipped]
-      for position, rows in _episodes(data, plan, options):
+      for position, rows in _episodes(data, plan, options, job.kind):
         router.add(first + position, rows)
     done = router.close() if router is not None else {}
   except BaseException:
@@ -80,7 +88,8 @@ def build_share(ranges: Sequence[Part], directory: str, tables,
       router.abort()
     raise
   return Share(done, settings or (), router.episodes if router else 0,
-               router.steps if router else 0, tuple(skipped), tuple(notes))
+               router.steps if router else 0, tuple(skipped), tuple(notes),
+               router.positions if router else {})
 
 
 def share_ranges(dataset, split: str, data_dir: Optional[str], index: int,
@@ -112,13 +121,14 @@ def merge_server(directory: str, server: int, servers: int,
                         build_lib.capacity_warnings(plan)])
 
 
-def _episodes(data, plan: build_lib.BuildPlan, options: PushOptions):
+def _episodes(data, plan: build_lib.BuildPlan, options: PushOptions,
+              kind: build_lib.ItemKind):
   """(position in `data`, the item spec's leaves) of each episode kept."""
   prepared, _ = encoded.prepare(data, options.image_storage)
   kept = validation.without_episodes(
       whole_reads.whole(prepared), [e.position for e in plan.skipped])
   positions = build_lib.kept_positions(plan.skipped)
-  for index, rows in build_lib.episode_rows(kept, None, options.strict):
+  for index, rows in kind.rows(kept):
     yield positions(int(index)), rows
 
 
@@ -146,6 +156,7 @@ class ServerParts:
     self._plans: Dict[int, plan_lib.Plan] = {}
     self._parts: Dict[int, parts_lib.PartWriter] = {}
     self._last: Optional[int] = None
+    self.positions: Dict[int, List[int]] = {}  # Per server, as added.
 
   def add(self, position: int, rows: Sequence[np.ndarray]) -> None:
     """Plans episode `position`: `rows`, the item spec's leaves [T, ...]."""
@@ -156,6 +167,7 @@ class ServerParts:
           self._name), self._tables)
       self._plans[server] = self._new_plan()
     part, planner = self._parts[server], self._plans[server]
+    self.positions.setdefault(server, []).append(position)
     steps = len(rows[0])
     part.episode(position, len(self._item_plan.plan(steps).item_ends), steps,
                  new_run=self._last is None or position != self._last + 1)

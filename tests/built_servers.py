@@ -71,3 +71,37 @@ def assert_same_items(got, want):
   reverb_tables.assert_same_flat_items(
       [tf.nest.flatten(d) for _, d in got], [tf.nest.flatten(d)
                                              for _, d in want])
+
+
+def share(source, server: int, servers: int):
+  """Episodes I % S == k of `source`, in order."""
+  return rlds_reverb.load(source).enumerate().filter(
+      _keep(server, servers)).map(_episode)
+
+
+def signature_for(source, **kind):
+  """The tables' signature of a build of `source` with `kind` (`n`,
+  `discount`, `policy_info_fn`)."""
+  from rlds_reverb import build  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  nstep = (kind['n'], kind['discount']) if 'n' in kind else None
+  step_spec = specs.step_format(rlds_reverb.load(source)).spec
+  return build.ItemKind(policy_info_fn=kind.get('policy_info_fn'),
+                        nstep=nstep).signature(step_spec)
+
+
+def built_share_items(source, directory, signature, servers: int = SERVERS,
+                      **kind):
+  """Per server k, what a real server holds after loading a one-process
+  build of episodes I % S == k: `build_nstep_checkpoint` with `n` and
+  `discount`, else `build_checkpoint` (with `policy_info_fn`)."""
+  items = []
+  for server in range(servers):
+    root = os.path.join(directory, f'share-{server}')
+    if 'n' in kind:
+      rlds_reverb.build_nstep_checkpoint(share(source, server, servers),
+                                         root, [TABLE], **kind)
+    else:
+      rlds_reverb.build_checkpoint(share(source, server, servers), root,
+                                   [TABLE], **kind)
+    items.append(loaded_items(root, signature))
+  return items

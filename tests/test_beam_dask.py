@@ -27,6 +27,7 @@ from rlds_reverb import tables
 from rlds_reverb.beam import dask_cluster
 from rlds_reverb.checkpoints import parts
 from tests import built_servers
+from tests import export_data
 from tests import reverb_tables
 from tests.cli_runs import run_cli
 
@@ -90,6 +91,25 @@ def test_build_on_dask_holds_what_a_push_of_each_share_writes(
                             servers=servers, parts_per_file=2,
                             **on_dask(cluster))
   assert_built(results, tmp_path / 'built', source, signature, servers)
+
+
+@pytest.mark.parametrize('kind', [
+    dict(n=3, discount=0.9),
+    dict(policy_info_fn=export_data.policy_info)], ids=['nstep', 'policy_info'])
+def test_build_on_dask_of_transitions_and_policy_info_is_one_process_s(
+    cluster, source, tmp_path, kind):
+  """Each server holds a one-process build of its share
+  (`build_nstep_checkpoint`, `build_checkpoint(policy_info_fn=...)`)."""
+  signature = built_servers.signature_for(source, **kind)
+  results = rlds_beam.build(source, tmp_path / 'built', [TABLE], servers=2,
+                            parts_per_file=2, **kind, **on_dask(cluster))
+  want = built_servers.built_share_items(source, tmp_path / 'one', signature,
+                                         **kind)
+  for server, result in enumerate(results):
+    got = built_servers.loaded_items(
+        parts.server_root(tmp_path / 'built', server, 2), signature)
+    built_servers.assert_same_items(got, want[server])
+    assert result.items == len(got) > 0
 
 
 def assert_built(results, directory, source, signature, servers):

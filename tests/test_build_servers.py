@@ -101,7 +101,7 @@ def _built_by_hand(source, directory, mangle):
   pipeline = beam.Pipeline('DirectRunner')
   _ = builder.merged(
       pipeline | beam.Create(episodes.parts)
-      | beam.ParDo(builder.parts_dofn(episodes.image_storage))
+      | beam.ParDo(builder.parts_dofn())
       | beam.FlatMap(mangle))
   pipeline_lib.run(pipeline, 'DirectRunner')
 
@@ -132,6 +132,25 @@ def test_a_server_missing_or_repeating_a_part_gets_no_checkpoint(
   # The merge removed the parts it was handed; the lost one, named by no
   # record, is left to `beam.build`'s clean-up after the pipeline.
   assert len(parts.find(tmp_path / 'built', 1, SERVERS)) == (copies == 0)
+
+
+@extras.needs('beam')
+def test_beam_builds_nstep_transitions_as_one_process_does(source, tmp_path):
+  """n=3 transitions: each server holds a one-process n-step build of its
+  share (the Dask run of this and of policy_info_fn: test_beam_dask.py)."""
+  from rlds_reverb import beam as rlds_beam  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  kind = dict(n=3, discount=0.9)
+  signature = built_servers.signature_for(source, **kind)
+  results = rlds_beam.build(source, tmp_path / 'built', [TABLE],
+                            servers=SERVERS, **kind)
+  want = built_servers.built_share_items(source, tmp_path / 'one', signature,
+                                         **kind)
+  for server_index, result in enumerate(results):
+    got = loaded_items(parts.server_root(tmp_path / 'built', server_index,
+                                         SERVERS), signature)
+    assert_same_items(got, want[server_index])
+    assert result.items == len(got) == sum(
+        n - 1 for n in LENGTHS[server_index::SERVERS])
 
 
 def written_parts(source, directory):

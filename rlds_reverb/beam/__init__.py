@@ -12,9 +12,12 @@
           step_spec, servers=S)           per server (episode I -> I % S),
                                           parts per bundle merged per server
 
-`push(SRC, servers, tables, runner=..., options=...)` builds and runs that
-pipeline and sums the counters: what `rlds-reverb push --runner` runs;
-`build(SRC, DIR, tables, servers=S, runner=...)` builds the checkpoints.
+`push(SRC, servers, tables, runner=..., options=...)` runs the same steps
+per part of the data (`PushParts`) and sums the parts' records, once every
+episode is there: what `rlds-reverb push --runner` runs; `build(SRC, DIR,
+tables, servers=S, runner=...)` builds the checkpoints (`BuildParts`).
+Both run on any runner, Dask's too (`runner='dask'`, `runners`,
+`dask_cluster`).
 Needs `pip install "rlds_reverb[beam]"`; `import rlds_reverb` never imports
 this package.
 """

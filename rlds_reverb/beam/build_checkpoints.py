@@ -7,18 +7,22 @@ from many workers, with no server running.
              --> tf.data over the batch -> convert.trajectory_blocks
              --> build_parts.ServerParts: episode I -> server I % S,
                  planned as a push plans it, a part per server
-    bundle end --> the parts made whole (renamed into place), their names
-                   emitted: (server, part)
-    GroupByKey(server) --> parts.merge: one checkpoint per server under
+    bundle end --> the parts made whole (renamed into place); per server a
+                   record: (server, {path, positions, skipped})
+    GroupByKey(server) --> the merge: every position I % S == k once
+                   (written or skipped), or PipelineFailedError and no
+                   checkpoint; parts.merge: one checkpoint under
                    `parts.server_root(directory, k, S)`, DONE last; its
-                   parts removed; counters
+                   record under directory/.parts/results; parts removed
 
-Only parts of committed bundles reach the merge: a retried bundle's first
-attempt may leave a part behind, which nobody names, so nothing is merged
-twice and nothing is lost (`build` removes the leftovers). Every worker
-writes to `directory`: on Flink, Spark or Dataflow it must be storage all
-workers and the merging ones share as a POSIX file system (NFS, a FUSE
-mount of a bucket): parts are plain files, renamed once whole.
+`BuildParts` (what `beam.build` runs) does the same per `read.Part`, in one
+`process` call: DaskRunner drops `finish_bundle` outputs and mixes tagged
+outputs into the main one. Only parts of committed bundles reach the merge:
+a retried bundle's first attempt may leave a part behind, which nobody
+names, so nothing is merged twice and nothing is lost (`build` removes the
+leftovers). Every worker writes to `directory`: on a cluster it must be
+storage all workers and the merging ones share as a POSIX file system
+(NFS, a FUSE mount of a bucket): parts are plain files, renamed once whole.
 """
 
 import json
@@ -31,11 +35,10 @@ from apache_beam.transforms import window
 
 from rlds_reverb import checked_push
 from rlds_reverb import push_options
-from rlds_reverb import specs
 from rlds_reverb import tables as tables_lib
-from rlds_reverb.beam import read
 from rlds_reverb.beam import results
 from rlds_reverb.beam import write
+from rlds_reverb.build import ItemKind
 from rlds_reverb.build import table_options
 from rlds_reverb.build_parts import ServerParts
 from rlds_reverb.checkpoints import directories
@@ -43,7 +46,6 @@ from rlds_reverb.checkpoints import parts as parts_lib
 from rlds_reverb.errors import PipelineFailedError
 from rlds_reverb.push_options import PushOptions
 from rlds_reverb.specs import fields
-from rlds_reverb.write import items as items_lib
 
 # Counters per server: '<name>/<server>'.
 BUILT = ('episodes', 'trajectories', 'items', 'evicted')
@@ -62,8 +64,11 @@ class BuildCheckpoints(beam.PTransform):
     step_spec: the data's step spec (`ReadEpisodes(...).step_spec`).
     servers: S.
     options: what is written (`PushOptions`).
-    on_invalid: 'raise' or 'skip'.
+    on_invalid: 'raise' or 'skip' ('raise' with `nstep`).
     batch_steps: steps converted at once.
+    policy_info_fn: as for `build_checkpoint`.
+    nstep: (n, discount): n-step transitions, the items
+      `build_nstep_checkpoint` writes, instead of trajectories.
     episodes: how many episodes the input holds (`ReadEpisodes(...)
       .episodes`): a server's merge then refuses to write its checkpoint
       unless each of its positions (I % S == k, I < episodes) arrived once,
@@ -77,6 +82,8 @@ class BuildCheckpoints(beam.PTransform):
                servers: int = 1, options: Optional[PushOptions] = None,
                on_invalid: str = 'raise',
                batch_steps: int = write.BATCH_STEPS,
+               policy_info_fn=None,
+               nstep: Optional[Tuple[int, float]] = None,
                episodes: Optional[int] = None):
     super().__init__()
     if servers < 1:
@@ -85,27 +92,31 @@ class BuildCheckpoints(beam.PTransform):
     if on_invalid is checked_push.OnInvalid.STOP:
       raise ValueError("BuildCheckpoints takes on_invalid='raise' or "
                        "'skip': a build is all or nothing.")
+    if nstep is not None and on_invalid is not checked_push.OnInvalid.RAISE:
+      raise ValueError("BuildCheckpoints with nstep takes on_invalid="
+                       "'raise', as build_nstep_checkpoint does.")
     options = push_options.of(options)
     made = table_options(tables)
-    spec = specs.trajectory_spec(step_spec)
-    signature = specs.table_signature(spec)
+    self.kind = ItemKind(options, policy_info_fn, nstep)
+    spec = self.kind.spec(step_spec)
+    signature = self.kind.signature(step_spec)
     self.settings = tuple(tables_lib.settings(t, signature) for t in made)
     self.directory = os.fspath(directory)
     self.servers = servers
     self.episodes = episodes
+    self.tables = made
     self.names = [t.name for t in made]
-    self.options = options
     self.on_invalid = on_invalid
     self.step_spec = step_spec
     self.batch_steps = batch_steps
     ServerParts(self.directory, servers, spec,  # Checks chunk_length now.
-                items_lib.SequenceItems.of(options), self.names,
-                options.priority, options.chunk_length)
+                self.kind.item_plan, self.names, options.priority,
+                options.chunk_length)
 
   def expand(self, episodes):
     written = episodes | 'Parts' >> beam.ParDo(_WriteParts(
         self.directory, self.servers, self.step_spec, self.names,
-        self.options, self.on_invalid, self.batch_steps)).with_outputs(
+        self.kind, self.on_invalid, self.batch_steps)).with_outputs(
             write.SKIPPED, main='parts')
     return {'built': self.merged(written.parts),
             'skipped': written[write.SKIPPED]}
@@ -121,24 +132,23 @@ class BuildCheckpoints(beam.PTransform):
             | 'Merge' >> beam.Map(_merge, self.directory, self.servers,
                                   self.settings, self.episodes))
 
-  def parts_dofn(self, image_storage) -> 'BuildParts':
+  def parts_dofn(self) -> 'BuildParts':
     """The DoFn that reads and writes whole `read.Part`s (`beam.build`)."""
-    return BuildParts(self.directory, self.servers, self.step_spec,
-                      self.names, self.options, self.on_invalid,
-                      self.batch_steps, image_storage)
+    return BuildParts(self.directory, self.servers, self.tables, self.kind,
+                      self.on_invalid)
 
 
 class _WriteParts(beam.DoFn):
   """The DoFn of `BuildCheckpoints`: parts per bundle."""
 
-  def __init__(self, directory, servers, step_spec, tables, options,
+  def __init__(self, directory, servers, step_spec, tables, kind,
                on_invalid, batch_steps):
     super().__init__()
     self._directory = directory
     self._servers = servers
     self._step_spec = step_spec
     self._tables = tables
-    self._options = options
+    self._kind = kind
     self._on_invalid = on_invalid
     self._batch_steps = batch_steps
     self._skipped = beam.metrics.Metrics.string_set(write.NAMESPACE,
@@ -169,9 +179,9 @@ class _WriteParts(beam.DoFn):
   def _begin(self) -> None:
     self._router = ServerParts(
         self._directory, self._servers,
-        specs.trajectory_spec(self._step_spec),
-        items_lib.SequenceItems.of(self._options), self._tables,
-        self._options.priority, self._options.chunk_length)
+        self._kind.spec(self._step_spec), self._kind.item_plan,
+        self._tables, self._kind.options.priority,
+        self._kind.options.chunk_length)
     self._batch, self._steps, self._records = [], 0, {}
 
   def _record(self, position: int) -> Dict[str, Any]:
@@ -215,19 +225,20 @@ class _WriteParts(beam.DoFn):
     """Converts the batch as `WriteToReverb` does; plans it."""
     if not self._batch:
       return
-    from rlds_reverb import build  # pylint: disable=g-import-not-at-top,import-outside-toplevel
     positions = [position for position, _ in self._batch]
     data = write._as_rlds([steps for _, steps in self._batch],  # pylint: disable=protected-access
                           self._step_spec)
     self._batch, self._steps = [], 0
-    for index, rows in build.episode_rows(data, None, self._options.strict):
+    for index, rows in self._kind.rows(data):
       self._router.add(positions[int(index)], rows)
 
 
-class BuildParts(_WriteParts):
-  """`_WriteParts` over parts of the data (`read.Part`s): each is read and
-  written into a part per server inside one `process` call, which yields
-  (server, part record) pairs.
+class BuildParts(beam.DoFn):
+  """Each `read.Part` of the data built into a part per server, in one
+  `process` call, by `build_parts.build_share`: what `build_shards`' local
+  workers run (read, checked as a build checks, converted, planned). Yields
+  (server, part record) pairs: the part's path, the positions it holds, the
+  ones skipped.
 
   What `beam.build` runs: nothing rests on `finish_bundle` outputs or tagged
   outputs, which DaskRunner drops or mixes into the main output. A part a
@@ -235,27 +246,28 @@ class BuildParts(_WriteParts):
   record, so never merged (`build` removes them).
   """
 
-  def __init__(self, directory, servers, step_spec, tables, options,
-               on_invalid, batch_steps, image_storage):
-    super().__init__(directory, servers, step_spec, tables, options,
-                     on_invalid, batch_steps)
-    self._image_storage = image_storage
-
-  def start_bundle(self):
-    pass  # Each part is its own bundle of parts.
-
-  def finish_bundle(self):
-    pass
+  def __init__(self, directory, servers, tables, kind, on_invalid):
+    super().__init__()
+    self._directory = directory
+    self._servers = servers
+    self._tables = tables
+    self._kind = kind
+    self._on_invalid = on_invalid
 
   def process(self, element):
-    self._begin()
-    try:
-      for position, episode in read.read_part(element, self._image_storage):
-        self._add(position, episode)
-    except BaseException:
-      self._router.abort()
-      raise
-    yield from self._close()
+    from rlds_reverb import build_parts  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+    share = build_parts.build_share(
+        [element], self._directory, self._tables, self._servers,
+        self._kind.options, self._on_invalid,
+        policy_info_fn=self._kind.policy_info_fn, nstep=self._kind.nstep)
+    skipped: Dict[int, List[Dict[str, Any]]] = {}
+    for episode in share.skipped:
+      skipped.setdefault(episode.position % self._servers, []).append(
+          vars(episode))
+    for server in sorted(set(share.parts) | set(skipped)):
+      yield server, dict(path=share.parts.get(server),
+                         positions=list(share.positions.get(server, ())),
+                         skipped=skipped.get(server, []))
 
 
 def _merge(element, directory: str, servers: int, settings,

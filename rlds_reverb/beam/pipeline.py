@@ -184,9 +184,12 @@ def build(src: Union[str, Sequence[str]], directory: str, tables, *,
           data_dir: Optional[str] = None, runner: str = 'DirectRunner',
           options: Sequence[Tuple[str, str]] = (), on_invalid: str = 'raise',
           parts_per_file: Optional[int] = None,
+          n: Optional[int] = None, discount: Optional[float] = None,
+          policy_info_fn=None,
           push_options: Optional[PushOptions] = None, **settings) -> list:
   """Builds one checkpoint per server from `src` with a Beam pipeline on
-  `runner`: ReadEpisodes | BuildCheckpoints (episode I -> server I % S).
+  `runner`: each part of the data into a part file per server, merged per
+  server once each of its episodes arrived (episode I -> server I % S).
 
   Args:
     src, split, data_dir, runner, options, parts_per_file: as for `push`.
@@ -195,12 +198,16 @@ def build(src: Union[str, Sequence[str]], directory: str, tables, *,
       every worker shares as a file system.
     tables: as for `rlds_reverb.build_checkpoint`.
     servers: S.
-    on_invalid: 'raise' or 'skip'.
+    on_invalid: 'raise' or 'skip' ('raise' with `n`).
+    n, discount: n-step transitions, as `build_nstep_checkpoint` writes
+      them, instead of trajectories.
+    policy_info_fn: as for `build_checkpoint`; picklable (it runs on the
+      workers).
     push_options, **settings: what is written, as for `push`.
 
   Returns:
-    A `BuildResult` per server, in server order, from the committed
-    counters; `seconds` is the pipeline's wall time.
+    A `BuildResult` per server, in server order, from the records its merge
+    wrote; `seconds` is the pipeline's wall time.
 
   Raises:
     CheckpointWriteError: `directory` is not new or empty.
@@ -213,6 +220,7 @@ def build(src: Union[str, Sequence[str]], directory: str, tables, *,
   from rlds_reverb.checkpoints import writer  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   writer.check_root(directory)  # New or empty, before the pipeline runs.
   push_options = push_options_lib.of(push_options, **settings)
+  nstep = _nstep_of(n, discount, push_options)
   runner = runners.name(runner)
   runners.check_scheduler(runner, options)
   episodes = read.ReadEpisodes(src, split, data_dir,
@@ -221,12 +229,13 @@ def build(src: Union[str, Sequence[str]], directory: str, tables, *,
   builder = build_lib.BuildCheckpoints(
       directory, tables, episodes.step_spec, servers=servers,
       options=push_options, on_invalid=on_invalid,
+      policy_info_fn=policy_info_fn, nstep=nstep,
       episodes=episodes.episodes)
   pipeline = _pipeline(runner, options)
   _ = builder.merged(
       pipeline
       | 'Parts' >> beam.Create(episodes.parts)
-      | 'Build' >> beam.ParDo(builder.parts_dofn(episodes.image_storage)))
+      | 'Build' >> beam.ParDo(builder.parts_dofn()))
   start = time.perf_counter()
   made = not os.path.exists(builder.directory)
   try:
@@ -240,6 +249,21 @@ def build(src: Union[str, Sequence[str]], directory: str, tables, *,
   parts.remove_parts(builder.directory)  # Left by retried parts.
   return _built_of(records, servers, time.perf_counter() - start,
                    tuple(episodes.step_format.notes()), runner)
+
+
+def _nstep_of(n: Optional[int], discount: Optional[float],
+              push_options: PushOptions) -> Optional[Tuple[int, float]]:
+  """(n, discount), checked as `build_nstep_checkpoint` checks them; or
+  None for trajectories."""
+  if n is None and discount is None:
+    return None
+  if n is None or discount is None:
+    raise ValueError('n-step transitions need both n and discount.')
+  from rlds_reverb import checked_push  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.convert import nstep  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  checked_push._check_nstep_options(push_options)  # pylint: disable=protected-access
+  nstep.check_parameters(n, discount)
+  return n, discount
 
 
 def _built_of(records, servers: int, seconds: float, notes,

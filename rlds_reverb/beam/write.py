@@ -8,6 +8,11 @@
     bundle end --> every writer confirmed (flushed to zero pending, with a
                    timeout) --> counters: episodes, trajectories, items
 
+`PushParts` (what `beam.push` runs) does the same per `read.Part`, in one
+`process` call that yields the part's record (positions written and
+skipped, counts): nothing rests on `finish_bundle` outputs, tagged outputs
+or metrics, which DaskRunner drops, mixes or lacks.
+
 Nothing is pending when a bundle commits, so a committed bundle's items are
 in the tables. A runner that retries a failed bundle writes it again: items
 are written at least once, and a failure duplicates at most what the failed
