@@ -22,6 +22,11 @@ LocalCluster of 2 quiet workers, timed alone in this process, and the
 pipeline's own seconds (`BuildResult.seconds`, `--json`'s `seconds`).
 Printed: medians of wall and CPU seconds, steps per second, and each Dask
 row's speed against its local-workers row (goal, issue 41: >= 0.8x).
+
+Measured 2026-11-28 (2 cores, other work paused; medians of 3 rounds):
+build 17.52 s (--workers 2) against 26.43 s (dask): 0.66x; push 51.32 s
+against 85.96 s: 0.60x; a LocalCluster of 2 quiet workers ready in 2.9 s
+(docs/scaling.md, "Measured here", says where the time goes).
 """
 
 import argparse

@@ -122,11 +122,12 @@ def test_a_build_is_served_as_push_writes_it_and_stays_as_it_was(
      'rlds-reverb: error: --n-step builds transitions, not trajectories: drop '
      '--stride'),
     (['--n-step', '3', '--gamma', '0.9', '--servers', '2'],
-     'rlds-reverb: error: --n-step builds in one process, one checkpoint: drop '
-     '--workers and --servers'),
-    (['--n-step', '3', '--gamma', '0.9', '--runner', 'dask'],
-     'rlds-reverb: error: --n-step builds in one process, one checkpoint: drop '
-     '--runner'),
+     'rlds-reverb: error: --n-step builds in one process, one checkpoint, or '
+     'with --runner: drop --workers and --servers, or add --runner'),
+    (['--n-step', '3', '--gamma', '0.9', '--runner', 'dask',
+      '--on-invalid', 'skip'],
+     'rlds-reverb: error: --n-step builds transitions, not trajectories: drop '
+     '--on-invalid skip'),
     (['--runner', 'DirectRunner', '--workers', '2'],
      'rlds-reverb: error: --runner DirectRunner runs its own workers; drop '
      '--workers (only --runner dask starts a local cluster of --workers '

@@ -159,11 +159,11 @@ def check_usage(args: argparse.Namespace) -> None:
   problems.append((args.append, APPEND_GONE))
   problems += runner.usage_problems(args)
   if args.n_step:
-    problems.append((args.workers > 1 or args.servers > 1,
-                     '--n-step builds in one process, one checkpoint: drop '
-                     '--workers and --servers'))
-    problems.append((bool(args.runner), '--n-step builds in one process, '
-                                        'one checkpoint: drop --runner'))
+    problems.append((not args.runner and (args.workers > 1 or
+                                          args.servers > 1),
+                     '--n-step builds in one process, one checkpoint, or '
+                     'with --runner: drop --workers and --servers, or add '
+                     '--runner'))
     problems.append((args.gamma is None,
                      '--n-step needs --gamma G (0 <= G <= 1)'))
     problems += [(given, f'--n-step builds transitions, not trajectories: '

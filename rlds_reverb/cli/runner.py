@@ -106,7 +106,8 @@ def build(args: argparse.Namespace, configured, item_options) -> list:
         args.dataset, args.out, configured, servers=args.servers,
         split=args.split, data_dir=args.data_dir, runner=args.runner,
         options=beam_options, on_invalid=args.on_invalid,
-        parts_per_file=args.parts_per_file, push_options=item_options)
+        parts_per_file=args.parts_per_file, n=args.n_step,
+        discount=args.gamma, push_options=item_options)
 
 
 @contextlib.contextmanager
