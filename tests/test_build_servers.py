@@ -162,6 +162,36 @@ def written_parts(source, directory):
   return shares
 
 
+@extras.needs('beam')
+def test_a_merge_run_again_after_its_worker_died_leaves_one_checkpoint(
+    source, signature, pushed, tmp_path):
+  """Dask reruns a merge whose worker died, before its DONE (an unfinished
+  checkpoint left in the server's root) or after (its record written):
+  either way one checkpoint, holding what a push of the share writes."""
+  from rlds_reverb.beam import build_checkpoints  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.checkpoints import directories  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  shares = written_parts(source, tmp_path)
+  element = (1, [dict(path=share.parts[1], positions=share.positions[1],
+                      skipped=[]) for share in shares])
+  root = parts.server_root(tmp_path, 1, SERVERS)
+  killed = os.path.join(root, '2026-11-28T00:00:00.000000000+00:00')
+  os.makedirs(killed)
+  with open(os.path.join(killed, directories.BUILD_MARK), 'w') as f:
+    f.write('{}')
+  assert checkpoints.find(root).unfinished
+
+  first = build_checkpoints.merge_records(element, str(tmp_path), SERVERS,
+                                          shares[0].settings, len(LENGTHS))
+  again = build_checkpoints.merge_records(element, str(tmp_path), SERVERS,
+                                          shares[0].settings, len(LENGTHS))
+
+  assert again == first
+  found = checkpoints.find(root)
+  assert (len(found.complete), found.unfinished) == (1, ())
+  assert found.path(found.newest) == first['path']
+  assert_same_items(loaded_items(root, signature), pushed[1])
+
+
 def test_a_part_is_merged_only_whole(source, signature, pushed, tmp_path):
   shares = written_parts(source, tmp_path)
   settings = shares[0].settings

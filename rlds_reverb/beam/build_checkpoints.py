@@ -123,14 +123,15 @@ class BuildCheckpoints(beam.PTransform):
 
   def merged(self, parts):
     """(server, part record) pairs -> each server's checkpoint, checked
-    whole (`episodes`), merged; a record per server (`_merge`)."""
+    whole (`episodes`), merged; a record per server (`merge_records`)."""
     every_server = (parts.pipeline | 'Servers' >> beam.Create(
         [(server, None) for server in range(self.servers)]))
     return ((parts, every_server)
             | 'AllParts' >> beam.Flatten()
             | 'ByServer' >> beam.GroupByKey()
-            | 'Merge' >> beam.Map(_merge, self.directory, self.servers,
-                                  self.settings, self.episodes))
+            | 'Merge' >> beam.Map(merge_records, self.directory,
+                                  self.servers, self.settings,
+                                  self.episodes))
 
   def parts_dofn(self) -> 'BuildParts':
     """The DoFn that reads and writes whole `read.Part`s (`beam.build`)."""
@@ -270,7 +271,7 @@ class BuildParts(beam.DoFn):
                          skipped=skipped.get(server, []))
 
 
-def _merge(element, directory: str, servers: int, settings,
+def merge_records(element, directory: str, servers: int, settings,
            episodes: Optional[int]) -> Dict[str, Any]:
   """Server k's parts, checked whole, merged into its checkpoint; its
   record written where `build` reads it (`results`); the parts removed.
