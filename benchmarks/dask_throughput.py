@@ -2,7 +2,7 @@
 against the same jobs on 2 local worker processes: one run, as commands.
 
     python benchmarks/dask_throughput.py [--steps 1000000] [--repeats 3]
-        [--data-dir DIR] [--no-push]
+        [--data-dir DIR] [--no-push] [--no-build]
 
 The data: halfcheetah-shaped vector steps (observation float32[17], action
 float32[6]) in episodes of 1,000, in 4 record files, written by TFDS into
@@ -122,6 +122,7 @@ def main() -> None:
   parser.add_argument('--repeats', type=int, default=3)
   parser.add_argument('--data-dir', default=None)
   parser.add_argument('--no-push', action='store_true')
+  parser.add_argument('--no-build', action='store_true')
   args = parser.parse_args()
   print(common.machine())
   data_dir = args.data_dir or tempfile.mkdtemp(prefix='dask_bench_')
@@ -136,13 +137,14 @@ def main() -> None:
 
   with tempfile.TemporaryDirectory() as root:
     runs = {mode: [] for mode in BUILDS}
-    for _ in range(args.repeats):
+    for _ in range(0 if args.no_build else args.repeats):
       for mode in BUILDS:
         runs[mode].append(build_round(dataset, root, mode))
         if runs[mode][-1][2] != items:
           raise RuntimeError(f'{mode}: built {runs[mode][-1][2]} items, '
                              f'expected {items}')
-    report('build --servers 2', runs, args.steps, items)
+    if not args.no_build:
+      report('build --servers 2', runs, args.steps, items)
 
   if args.no_push:
     return

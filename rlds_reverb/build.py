@@ -505,7 +505,7 @@ def _flat_transitions(block):
 
 
 def _numpy(blocks: tf.data.Dataset):
-  """Two blocks prefetched, autotuning off (as push's `_fixed_pipeline`)."""
+  """Two blocks prefetched, autotuning off (as push's `fixed_pipeline`)."""
   options = tf.data.Options()
   options.autotune.enabled = False
   return blocks.prefetch(2).with_options(options).as_numpy_iterator()

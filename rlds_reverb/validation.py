@@ -230,6 +230,18 @@ def is_flagged_invalid(episode: Dict[str, Any]) -> bool:
   return False
 
 
+def shifted(report: Report, offset: int) -> Report:
+  """`report` of data that starts at position `offset` of a whole (a part
+  of it), its positions counted from the whole's start, as errors and
+  skipped lists name them."""
+  return dataclasses.replace(
+      report,
+      problems=[dataclasses.replace(p, episode=p.episode + offset)
+                for p in report.problems],
+      empty_episodes=[p + offset for p in report.empty_episodes],
+      flagged_invalid=[p + offset for p in report.flagged_invalid])
+
+
 def without_episodes(rlds_data: tf.data.Dataset,
                      skip: Sequence[int]) -> tf.data.Dataset:
   """`rlds_data` without the episodes at positions `skip`."""

@@ -30,8 +30,12 @@ import tensorflow as tf
 from rlds_reverb import addresses
 from rlds_reverb import checked_push
 from rlds_reverb import push_options
+from rlds_reverb import convert
+from rlds_reverb import sources
 from rlds_reverb import specs
-from rlds_reverb.beam import read
+from rlds_reverb import validation
+from rlds_reverb.convert import encoded
+from rlds_reverb.sources import whole_reads
 from rlds_reverb.push_options import PushOptions
 from rlds_reverb.specs import fields
 from rlds_reverb.write import items as items_lib
@@ -241,8 +245,10 @@ class _WriteEpisodes(beam.DoFn):
 
 class PushParts(_WriteEpisodes):
   """`WriteToReverb`'s DoFn over parts of the data (`read.Part`s): each is
-  read, written and confirmed inside one `process` call, which yields its
-  record (`results`): the positions written and skipped, the counts.
+  pushed as `rlds_reverb.push` pushes (read ahead and checked, converted
+  from TFDS's records, written) with episode I to server I % S, and
+  confirmed, inside one `process` call, which yields its record
+  (`results`): the positions written and skipped, the counts.
 
   What `beam.push` runs: nothing rests on `finish_bundle` outputs, tagged
   outputs or metrics, which DaskRunner drops, mixes or lacks. A part a
@@ -263,21 +269,48 @@ class PushParts(_WriteEpisodes):
 
   def process(self, element):
     self._begin()
-    positions, skipped = [], []
     try:
-      for position, episode in read.read_part(element, self._image_storage):
-        left_out = self._add(position, episode)
-        if left_out is None:
-          positions.append(position)
-        else:
-          skipped.append(vars(left_out))
+      positions, skipped = self._write_part(element)
       counts = self._confirm()
     except BaseException:
       self._settle()
       raise
     yield dict(first=element.first_position,
                count=element.end - element.start, positions=positions,
-               skipped=skipped, **counts)
+               skipped=[vars(episode) for episode in skipped], **counts)
+
+  def _write_part(self, part):
+    """Checks the part as a push does, then writes its episodes kept; their
+    positions, and the episodes left out."""
+    data, encoding = encoded.prepare(
+        sources.load(part.source, split=part.split_text(),
+                     data_dir=part.data_dir), self._image_storage)
+    report = validation.shifted(
+        validation.validate(
+            data, frames=checked_push.frames_to_check(encoding)),
+        part.first_position)
+    if report.problems and self._on_invalid is checked_push.OnInvalid.RAISE:
+      # The first one, as a stream of episodes says it: other parts may
+      # have written.
+      raise checked_push.malformed_error(report.problems[0])
+    skipped = checked_push.skipped_episodes(report, self._on_invalid)
+    for episode in skipped:
+      self._counters['skipped_episodes'].inc()
+      self._skipped.add(json.dumps(vars(episode), sort_keys=True))
+    left_out = {episode.position for episode in skipped}
+    kept = [part.first_position + i for i in range(report.episodes)
+            if part.first_position + i not in left_out]
+    data = validation.without_episodes(
+        whole_reads.whole(data),
+        sorted(position - part.first_position for position in left_out))
+    blocks = convert.trajectory_blocks(data, None, self._options.strict)
+    for block in write_push.fixed_pipeline(blocks).as_numpy_iterator():
+      position = kept[block.episode_index]
+      target = self._targets[position % len(self._targets)]
+      if target.writer is None:
+        target.writer = self._new_writer(target)
+      target.writer.write_episode(block.trajectory, position)
+    return kept, skipped
 
 
 def _spec_of(steps: Dict[str, Any]) -> Dict[str, tf.TensorSpec]:

@@ -272,7 +272,7 @@ def _transitions_of(block):
   return block.transitions
 
 
-def _fixed_pipeline(blocks: tf.data.Dataset) -> tf.data.Dataset:
+def fixed_pipeline(blocks: tf.data.Dataset) -> tf.data.Dataset:
   """Two blocks prefetched, tf.data's autotuning off.
 
   Every stage already has a fixed parallelism, so autotuning has nothing to
@@ -295,7 +295,7 @@ def append_trajectories(rlds_data: tf.data.Dataset,
   """
   blocks = convert.trajectory_blocks(rlds_data)
   with writer.holding_interrupts():
-    for block in _fixed_pipeline(blocks).as_numpy_iterator():
+    for block in fixed_pipeline(blocks).as_numpy_iterator():
       writer.write_episode(block.trajectory, positions[block.episode_index])
 
 
@@ -307,7 +307,7 @@ def _write_blocks(blocks, rows_of_block, writer, target: server_lib.Target,
   skipped = skipped_trajectories = 0
   try:
     with writer.holding_interrupts():  # Ctrl-C lands where counts are exact.
-      for block in _fixed_pipeline(blocks).as_numpy_iterator():
+      for block in fixed_pipeline(blocks).as_numpy_iterator():
         rows = rows_of_block(block)
         if episode_items is not None and not episode_items.fits(
             len(rows.step_type)):
