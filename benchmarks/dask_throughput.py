@@ -92,9 +92,9 @@ def push_round(dataset: str, address: str, mode: str):
 
 def cluster_start_seconds() -> float:
   """A LocalCluster of 2 quiet workers, started and closed in this process."""
-  from rlds_reverb.beam import dask_cluster  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb import dask_worker  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   start = time.perf_counter()
-  with dask_cluster.local_cluster(2):
+  with dask_worker.local_cluster(2):
     ready = time.perf_counter() - start
   return ready
 

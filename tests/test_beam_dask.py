@@ -26,7 +26,7 @@ import rlds_reverb
 from rlds_reverb import beam as rlds_beam
 from rlds_reverb import checkpoints
 from rlds_reverb import tables
-from rlds_reverb.beam import dask_cluster
+from rlds_reverb import dask_worker
 from rlds_reverb.checkpoints import parts
 from tests import built_servers
 from tests import export_data
@@ -43,7 +43,7 @@ LENGTHS = built_servers.LENGTHS
 @pytest.fixture(scope='module')
 def cluster():
   """A LocalCluster of 2 worker processes, one thread each."""
-  with dask_cluster.local_cluster(2) as address:
+  with dask_worker.local_cluster(2) as address:
     yield address
 
 
@@ -137,7 +137,7 @@ def test_a_worker_killed_mid_build_is_rerun_and_nothing_repeats(
   """SIGKILL of a worker running a task once the first part is whole: Dask
   reruns its task elsewhere; each server's merge finds every episode once."""
   directory = tmp_path / 'built'
-  with dask_cluster.local_cluster(2) as address:
+  with dask_worker.local_cluster(2) as address:
     client = distributed.Client(address)
     pids = client.run(os.getpid)
     done = {}

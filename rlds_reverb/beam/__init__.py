@@ -17,7 +17,7 @@ per part of the data (`PushParts`) and sums the parts' records, once every
 episode is there: what `rlds-reverb push --runner` runs; `build(SRC, DIR,
 tables, servers=S, runner=...)` builds the checkpoints (`BuildParts`).
 Both run on any runner, Dask's too (`runner='dask'`, `runners`,
-`dask_cluster`).
+`rlds_reverb.dask_worker`).
 Needs `pip install "rlds_reverb[beam]"`; `import rlds_reverb` never imports
 this package.
 """

@@ -4,7 +4,8 @@
     rlds-reverb build ... --runner dask [--dask-scheduler tcp://HOST:8786
                                          | --workers N]
       -> --runner dask without a scheduler: a local Dask cluster of N quiet
-         worker processes (`beam.dask_cluster`), closed at the end
+         worker processes (`rlds_reverb.dask_worker`), started ahead (while
+         this process imports Beam and opens the data), closed at the end
       -> rlds_reverb.beam.push / .build on that runner
       -> the same summary as the job in one process, its counts from the
          records the pipeline wrote (`beam.results`)
@@ -18,7 +19,7 @@ is a one-line usage error, and every other command works.
 import argparse
 import contextlib
 import logging
-from typing import Iterator, List, Tuple
+from typing import Callable, Iterator, List, Tuple
 
 from rlds_reverb.cli import options
 from rlds_reverb.cli import output
@@ -79,15 +80,15 @@ def usage_problems(args: argparse.Namespace) -> List[Tuple[bool, str]]:
 
 def run(args: argparse.Namespace, push_options) -> int:
   """The push on Beam, with `push_options` (`PushOptions`) as they are."""
-  beam = _import_beam(args)
-  _check_dataset(args, push_options)
   try:
     with pipeline_options(args) as beam_options:
+      beam = _import_beam(args)
+      _check_dataset(args, push_options)
       result = beam.push(
           args.dataset, args.server, args.table, split=args.split,
-          data_dir=args.data_dir, runner=args.runner, options=beam_options,
-          on_invalid=args.on_invalid, parts_per_file=args.parts_per_file,
-          push_options=push_options)
+          data_dir=args.data_dir, runner=args.runner,
+          options=beam_options(), on_invalid=args.on_invalid,
+          parts_per_file=args.parts_per_file, push_options=push_options)
   except KeyboardInterrupt as e:
     raise output.CliError(_push_interrupted_text(args),
                           output.EXIT_INTERRUPTED) from e
@@ -100,30 +101,35 @@ def run(args: argparse.Namespace, push_options) -> int:
 def build(args: argparse.Namespace, configured, item_options) -> list:
   """The build on Beam: a `BuildResult` per server. A Ctrl-C is the
   caller's to word (it knows --out)."""
-  beam = _import_beam(args)
   with pipeline_options(args) as beam_options:
+    beam = _import_beam(args)
     return beam.build(
         args.dataset, args.out, configured, servers=args.servers,
         split=args.split, data_dir=args.data_dir, runner=args.runner,
-        options=beam_options, on_invalid=args.on_invalid,
+        options=beam_options(), on_invalid=args.on_invalid,
         parts_per_file=args.parts_per_file, n=args.n_step,
         discount=args.gamma, push_options=item_options)
 
 
 @contextlib.contextmanager
-def pipeline_options(args: argparse.Namespace) -> Iterator[list]:
-  """--beam-option's pairs; with --runner dask, the scheduler's address:
-  --dask-scheduler's, or a local cluster's, started here and closed after
-  (its workers stop with it, a Ctrl-C too)."""
+def pipeline_options(args: argparse.Namespace
+                     ) -> Iterator[Callable[[], list]]:
+  """A function giving --beam-option's pairs and, with --runner dask, the
+  scheduler's address: --dask-scheduler's, or a local cluster's, started
+  here, ahead (its workers start while this process imports Beam and opens
+  the data), and closed after (its workers stop with it, a Ctrl-C too)."""
   given = list(args.beam_option)
   if not is_dask(args.runner):
-    yield given
+    yield lambda: given
   elif args.dask_scheduler:
-    yield given + [('dask_client_address', args.dask_scheduler)]
+    yield lambda: given + [('dask_client_address', args.dask_scheduler)]
   else:
-    from rlds_reverb.beam import dask_cluster  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-    with dask_cluster.local_cluster(args.workers) as address:
-      yield given + [('dask_client_address', address)]
+    from rlds_reverb import dask_worker  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+    cluster = dask_worker.StartedAhead(args.workers)
+    try:
+      yield lambda: given + [('dask_client_address', cluster.address())]
+    finally:
+      cluster.close()
 
 
 def _import_beam(args: argparse.Namespace):
