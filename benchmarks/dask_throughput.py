@@ -24,9 +24,10 @@ Printed: medians of wall and CPU seconds, steps per second, and each Dask
 row's speed against its local-workers row (goal, issue 41: >= 0.8x).
 
 Measured 2026-11-28 (2 cores, other work paused; medians of 3 rounds):
-build 17.52 s (--workers 2) against 26.43 s (dask): 0.66x; push 51.32 s
-against 85.96 s: 0.60x; a LocalCluster of 2 quiet workers ready in 2.9 s
-(docs/scaling.md, "Measured here", says where the time goes).
+build 14.45 s (--workers 2) against 20.40 s (dask): 0.71x; push 42.39 s
+against 51.98 s: 0.82x; a LocalCluster of 2 quiet workers (importing
+TensorFlow and Beam as they start) ready in 3.6 s. docs/scaling.md,
+"Measured here", says where the time goes.
 """
 
 import argparse
