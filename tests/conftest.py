@@ -10,8 +10,34 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
 import pytest  # pylint: disable=g-import-not-at-top
 
+import portpicker  # pylint: disable=g-import-not-at-top
+
 from tests import rlds_data  # pylint: disable=g-import-not-at-top
 from tests import reverb_tables  # pylint: disable=g-import-not-at-top
+
+_pick_unused_port = portpicker.pick_unused_port
+_HANDED_OUT = set()
+
+
+def _pick_a_port_never_used_here(*args, **kwargs) -> int:
+  """portpicker's pick, never a port this process had before.
+
+  gRPC shares one connection per address in a process; after a server on
+  a port stops, that connection backs off (1 s, then longer: a writer left
+  retrying grows it), and a new server on the same port goes unanswered
+  until the back-off ends: measured 2.9 s after four failed calls, and two
+  CI errors (ServerInfo past its 10 s deadline on a server just started).
+  Every `reverb.Server(port=None)` in the tests picks through here.
+  """
+  for _ in range(100):
+    port = _pick_unused_port(*args, **kwargs)
+    if port not in _HANDED_OUT:
+      break
+  _HANDED_OUT.add(port)
+  return port
+
+
+portpicker.pick_unused_port = _pick_a_port_never_used_here
 
 
 @pytest.fixture
