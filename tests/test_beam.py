@@ -206,33 +206,32 @@ def test_skipped_episodes_go_to_the_tagged_output(dirs, address):
           result.skipped_episodes) == (2, 8, 6, 4)
 
 
-def _pushed_by_hand(dirs, address, mangle, directory):
-  """`beam.push`'s pipeline, with `mangle` on the parts' records (a runner
-  that loses or repeats a part); the records it leaves."""
+def _pushed_by_hand(dirs, address, directory):
+  """`beam.push`'s pipeline, by hand; the parts' records it leaves."""
   from rlds_reverb.beam import results  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   episodes = read.ReadEpisodes(dirs['data'], parts_per_file=2)
   writer = rlds_beam.WriteToReverb(address, 'a', step_spec=episodes.step_spec)
   pipeline = beam.Pipeline('DirectRunner')
   _ = (pipeline | beam.Create(episodes.parts)
        | beam.ParDo(writer.parts_dofn(episodes.image_storage))
-       | beam.FlatMap(mangle)
        | beam.Map(pipeline_lib.recorded, str(directory)))
   pipeline_lib.run(pipeline, 'DirectRunner')
   return episodes, results.read(str(directory))
 
 
 def test_a_part_lost_or_repeated_fails_the_push(dirs, address, tmp_path):
-  """A runner that drops the third part's record (episodes 4-5 of 16); or
-  hands it over twice, as DaskRunner's gathered results would hold it (the
-  files of local runners are per part: a retry rewrites its own)."""
-  episodes, records = _pushed_by_hand(
-      dirs, address, lambda record: [record] if record['first'] != 4 else [],
-      tmp_path)
-  third = [r for r in _pushed_by_hand(dirs, address, lambda r: [r],
-                                      tmp_path / 'all')[1]
-           if r['first'] == 4]
-  for problem, given in (('missing episodes 4-5', records),
-                         ('episodes repeated 4-5', records + third * 2)):
+  """The records of a push, less the third part's (episodes 4-5 of 16), or
+  with it twice, as DaskRunner's gathered results would hold a part a
+  runner repeated (the files of local runners are per part: a retry
+  rewrites its own). The build's guard is tested with a runner that drops
+  a part: test_build_servers.py."""
+  episodes, records = _pushed_by_hand(dirs, address, tmp_path)
+  third = [r for r in records if r['first'] == 4]
+  lost = [r for r in records if r['first'] != 4]
+  assert len(third) == 1 and len(lost) == len(records) - 1
+  pipeline_lib.pushed_of(records, episodes.episodes, 'DirectRunner', 1.0)
+  for problem, given in (('missing episodes 4-5', lost),
+                         ('episodes repeated 4-5', records + third)):
     with pytest.raises(rlds_reverb.PipelineFailedError) as error:
       pipeline_lib.pushed_of(given, episodes.episodes, 'DirectRunner', 1.0)
     assert str(error.value) == (
