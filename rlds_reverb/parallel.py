@@ -564,8 +564,7 @@ def build_shards(dataset: Union[str, Sequence[str]], directory: str, tables,
       for path in made:  # All or nothing: no server gets a new one.
         shutil.rmtree(path, ignore_errors=True)
       from rlds_reverb.checkpoints import parts  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-      parts.remove_parts(directory)
-      parts.remove_empty_roots(directory, servers, made_directory)
+      parts.remove_unfinished(directory, servers, made_directory)
       raise
     finally:
       from rlds_reverb.checkpoints import parts  # pylint: disable=g-import-not-at-top,import-outside-toplevel

@@ -243,8 +243,7 @@ def build(src: Union[str, Sequence[str]], directory: str, tables, *,
     records = results_lib.read(build_lib.results_directory(
         builder.directory))
   except BaseException:
-    parts.remove_parts(builder.directory)
-    parts.remove_empty_roots(builder.directory, servers, made)
+    parts.remove_unfinished(builder.directory, servers, made)
     raise
   parts.remove_parts(builder.directory)  # Left by retried parts.
   return _built_of(records, servers, time.perf_counter() - start,
@@ -274,9 +273,9 @@ def _built_of(records, servers: int, seconds: float, notes,
   missing = [k for k in range(servers) if k not in by_server]
   if missing:
     raise PipelineFailedError(
-        f'The Beam build on {runners.short(runner)} ended without the merge of server(s) '
-        f'{", ".join(map(str, missing))} of {servers}: the runner lost it; '
-        f'no checkpoint of theirs is complete.')
+        f'The Beam build on {runners.short(runner)} ended without the '
+        f'merge of server(s) {", ".join(map(str, missing))} of {servers}: '
+        f'the runner lost it; no checkpoint of theirs is complete.')
   built = []
   for server in range(servers):
     record = by_server[server]

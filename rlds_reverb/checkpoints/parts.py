@@ -87,6 +87,14 @@ def remove_parts(directory: str) -> None:
   shutil.rmtree(os.path.join(directory, PARTS), ignore_errors=True)
 
 
+def remove_unfinished(directory: str, servers: int, made: bool) -> None:
+  """After a build that failed or was interrupted: its parts, then the
+  servers' roots it made and `directory` if it `made` it, each only if
+  empty."""
+  remove_parts(directory)
+  remove_empty_roots(directory, servers, made)
+
+
 def remove_empty_roots(directory: str, servers: int, made: bool) -> None:
   """After a build that left nothing: the servers' roots it made, and
   `directory` if it `made` it, each only if empty (never another's files)."""

@@ -268,8 +268,7 @@ def _remove_unfinished(out: str, servers: int, made: bool) -> None:
   the library's own clean-up (a local cluster's run until it is closed);
   --out too if this build made it and it is left empty."""
   from rlds_reverb.checkpoints import parts  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  parts.remove_parts(out)
-  parts.remove_empty_roots(out, servers, made)
+  parts.remove_unfinished(out, servers, made)
 
 
 def _interrupted_text(out: str, roots: Sequence[str]) -> str:
