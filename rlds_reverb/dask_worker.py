@@ -13,7 +13,8 @@ cluster of them.
 
 Outside `rlds_reverb.beam` on purpose: importing that package imports
 TensorFlow and Beam, which is what the workers should do while the caller
-does something else. Needs `pip install "rlds_reverb[beam]"` (dask).
+does something else; the command line also reads the runner's names here
+before it imports Beam. Needs `pip install "rlds_reverb[beam]"` (dask).
 """
 
 import contextlib
@@ -23,7 +24,15 @@ import threading
 from typing import Iterator, Optional
 
 PRELOAD = __name__
+# Beam's DaskRunner, which Beam knows only by its module path, and the
+# names `--runner` and `runner=` also take for it.
+DASK_RUNNER = 'apache_beam.runners.dask.dask_runner.DaskRunner'
+RUNNER_NAMES = ('dask', 'DaskRunner', DASK_RUNNER)
 _PRE_SPAWN_LEVEL = 'distributed.nanny.pre-spawn-environ.TF_CPP_MIN_LOG_LEVEL'
+
+
+def is_dask_runner(runner) -> bool:
+  return runner in RUNNER_NAMES
 
 
 def dask_setup(worker=None) -> None:  # pylint: disable=unused-argument

@@ -20,13 +20,13 @@ per element, every output from `process`, one chain, records as results.
 import socket
 from typing import List, Optional, Sequence, Tuple
 
+from rlds_reverb import dask_worker
 from rlds_reverb.errors import ServerUnavailableError
 
 # Runners whose workers run on this machine: they reach what it reaches.
 LOCAL_RUNNERS = ('DirectRunner', 'BundleBasedDirectRunner',
                  'SwitchingDirectRunner', 'PrismRunner')
-DASK_RUNNER = 'apache_beam.runners.dask.dask_runner.DaskRunner'
-_DASK_NAMES = ('dask', 'DaskRunner', DASK_RUNNER)
+DASK_RUNNER = dask_worker.DASK_RUNNER
 # Dask options that set how a Create is cut into tasks.
 _DASK_PARTITIONING = ('dask_npartitions', 'dask_partition_size')
 
@@ -34,7 +34,7 @@ _DASK_PARTITIONING = ('dask_npartitions', 'dask_partition_size')
 def name(runner: str) -> str:
   """The runner as Beam's `create_runner` takes it: 'dask' and 'DaskRunner'
   are Beam's DaskRunner (which Beam knows only by its module path)."""
-  return DASK_RUNNER if runner in _DASK_NAMES else runner
+  return DASK_RUNNER if dask_worker.is_dask_runner(runner) else runner
 
 
 def is_dask(runner: str) -> bool:

@@ -21,18 +21,12 @@ import contextlib
 import logging
 from typing import Callable, Iterator, List, Tuple
 
+from rlds_reverb import dask_worker
 from rlds_reverb.cli import options
 from rlds_reverb.cli import output
 from rlds_reverb.cli import push_shared
 
 INSTALL_HINT = 'pip install "rlds_reverb[beam]"'
-# Beam's DaskRunner, as --runner names it (`beam.runners.name`).
-_DASK_NAMES = ('dask', 'DaskRunner',
-               'apache_beam.runners.dask.dask_runner.DaskRunner')
-
-
-def is_dask(runner) -> bool:
-  return runner in _DASK_NAMES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -58,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def usage_problems(args: argparse.Namespace) -> List[Tuple[bool, str]]:
   """(failed, message) for --runner's options given without it or at odds
   with it: push's and build's."""
-  dask = is_dask(args.runner)
+  dask = dask_worker.is_dask_runner(args.runner)
   return [
       (args.workers > 1 and bool(args.runner) and not dask,
        f'--runner {args.runner} runs its own workers; drop --workers (only '
@@ -119,12 +113,11 @@ def pipeline_options(args: argparse.Namespace
   here, ahead (its workers start while this process imports Beam and opens
   the data), and closed after (its workers stop with it, a Ctrl-C too)."""
   given = list(args.beam_option)
-  if not is_dask(args.runner):
+  if not dask_worker.is_dask_runner(args.runner):
     yield lambda: given
   elif args.dask_scheduler:
     yield lambda: given + [('dask_client_address', args.dask_scheduler)]
   else:
-    from rlds_reverb import dask_worker  # pylint: disable=g-import-not-at-top,import-outside-toplevel
     cluster = dask_worker.StartedAhead(args.workers)
     try:
       yield lambda: given + [('dask_client_address', cluster.address())]
