@@ -47,10 +47,6 @@ from rlds_reverb.errors import PipelineFailedError
 from rlds_reverb.push_options import PushOptions
 from rlds_reverb.specs import fields
 
-# Counters per server: '<name>/<server>'.
-BUILT = ('episodes', 'trajectories', 'items', 'evicted')
-PATHS = 'checkpoints'  # A string set: '<server> <path>'.
-
 
 class BuildCheckpoints(beam.PTransform):
   """Builds, from `(position, numpy episode)` pairs (`ReadEpisodes`), a
@@ -302,11 +298,9 @@ def merge_records(element, directory: str, servers: int, settings,
   counters = dict(episodes=merged.episodes, trajectories=merged.steps,
                   items=merged.items,
                   evicted=max([n for _, n in merged.evicted], default=0))
-  for name, value in counters.items():
+  for name, value in counters.items():  # For runners' UIs: '<name>/<k>'.
     beam.metrics.Metrics.counter(write.NAMESPACE, f'{name}/{server}').inc(
         value)
-  beam.metrics.Metrics.string_set(write.NAMESPACE, PATHS).add(
-      f'{server} {merged.path}')
   record = dict(server=server, path=merged.path,
                 skipped=[e for r in records for e in r['skipped']],
                 evicted_per_table=[list(pair) for pair in merged.evicted],

@@ -104,7 +104,7 @@ class WriteToReverb(beam.PTransform):
 
   def parts_dofn(self, image_storage) -> 'PushParts':
     """The DoFn that reads and writes whole `read.Part`s (`beam.push`)."""
-    return PushParts(*self._arguments, image_storage, self._batch_steps)
+    return PushParts(*self._arguments, image_storage)
 
 
 class _Target:
@@ -172,8 +172,7 @@ class _WriteEpisodes(beam.DoFn):
     why it is left out."""
     skipped = checked_push.skip_reason(position, episode, self._on_invalid)
     if skipped is not None:
-      self._counters['skipped_episodes'].inc()
-      self._skipped.add(json.dumps(vars(skipped), sort_keys=True))
+      self._count_skipped(skipped)
       return skipped
     if self._spec is None:
       self._set_spec(_spec_of(episode[fields.STEPS]))
@@ -183,6 +182,10 @@ class _WriteEpisodes(beam.DoFn):
     if target.batch_steps >= self._batch_steps:
       self._write_batch(target)
     return None
+
+  def _count_skipped(self, episode: checked_push.SkippedEpisode) -> None:
+    self._counters['skipped_episodes'].inc()
+    self._skipped.add(json.dumps(vars(episode), sort_keys=True))
 
   def _confirm(self) -> Dict[str, int]:
     """Writes every batch left and waits until every server confirmed all;
@@ -256,9 +259,9 @@ class PushParts(_WriteEpisodes):
   """
 
   def __init__(self, servers, tables, options, on_invalid, step_spec,
-               image_storage, batch_steps: int = BATCH_STEPS):
+               image_storage):
     super().__init__(servers, tables, options, on_invalid, step_spec,
-                     batch_steps)
+                     BATCH_STEPS)  # Unused: a part is converted whole.
     self._image_storage = image_storage
 
   def start_bundle(self):
@@ -295,8 +298,7 @@ class PushParts(_WriteEpisodes):
       raise checked_push.malformed_error(report.problems[0])
     skipped = checked_push.skipped_episodes(report, self._on_invalid)
     for episode in skipped:
-      self._counters['skipped_episodes'].inc()
-      self._skipped.add(json.dumps(vars(episode), sort_keys=True))
+      self._count_skipped(episode)
     left_out = {episode.position for episode in skipped}
     kept = [part.first_position + i for i in range(report.episodes)
             if part.first_position + i not in left_out]
