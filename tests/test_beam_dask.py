@@ -1,5 +1,6 @@
-"""Beam on a real cluster engine: `beam.push`, `beam.build` and the command
-line on a Dask `LocalCluster` of 2 worker processes (Beam's DaskRunner).
+"""Beam on a real cluster engine: `beam.push` and `beam.build` on a Dask
+`LocalCluster` of 2 worker processes (Beam's DaskRunner); the command line
+on Dask is tests/test_beam_dask_commands.py.
 
 Compared with one process: the tables a push fills hold the items one
 `rlds_reverb.push` writes; each server's checkpoint, loaded by a real
@@ -11,8 +12,6 @@ test_build_servers.py), and the completeness guard there.
 
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 
@@ -31,9 +30,6 @@ from rlds_reverb.checkpoints import parts
 from tests import built_servers
 from tests import export_data
 from tests import reverb_tables
-from tests.cli_runs import HANG_GUARD_S
-from tests.cli_runs import error_lines
-from tests.cli_runs import run_cli
 
 pytestmark = pytest.mark.slow
 TABLE = built_servers.TABLE
@@ -55,11 +51,6 @@ def source(tmp_path_factory):
 @pytest.fixture(scope='module')
 def signature(source):
   return built_servers.signature_of(source)
-
-
-def _unquieted():
-  """This environment without TensorFlow's log level: what a user has."""
-  return {k: v for k, v in os.environ.items() if k != 'TF_CPP_MIN_LOG_LEVEL'}
 
 
 def on_dask(address):
@@ -179,100 +170,3 @@ def test_direct_runner_on_two_processes_names_every_checkpoint(
       options=[('direct_num_workers', '2'),
                ('direct_running_mode', 'multi_processing')])
   assert_built(results, tmp_path / 'built', source, signature, 2)
-
-
-def test_the_commands_run_on_a_local_dask_cluster_quietly(source, signature,
-                                                           tmp_path):
-  """`build` and `push --runner dask --workers 2`: the summaries, and not a
-  line from the workers (TensorFlow's, gym's, Dask's)."""
-  built = run_cli('build', '--dataset', source, '--out', tmp_path / 'built',
-                  '--servers', '2', '--runner', 'dask', '--workers', '2',
-                  env=_unquieted())
-  assert built.returncode == 0, built.stderr
-  assert built.stderr.splitlines() == [
-      "rlds-reverb: (the build is a seed, never changed: add --checkpoint-dir "
-      "with a new directory to keep the server's own checkpoints)"]
-  for server in range(2):
-    assert (f'built {tmp_path}/built/server-{server}-of-2/'
-            in built.stdout), built.stdout
-  server = reverb_tables.start_server([tables.table(TABLE, signature)])
-  try:
-    pushed = run_cli('push', '--dataset', source, '--server',
-                     reverb_tables.address(server), '--table', TABLE.name,
-                     '--runner', 'dask', '--workers', '2', '--json',
-                     env=_unquieted())
-    assert pushed.returncode == 0, pushed.stderr
-    assert pushed.stderr == ''
-    held = reverb_tables.table_size(reverb_tables.client_of(server),
-                                    TABLE.name)
-  finally:
-    server.stop()
-  assert f'"items": {held}' in pushed.stdout and held > 0
-
-
-def _ctrl_c_once(command, ready):
-  """Runs `command` in a session of its own and sends SIGINT to its whole
-  process group, as a terminal's Ctrl-C does, once `ready()`; (exit code,
-  stdout, stderr), after checking that none of its processes is left."""
-  process = subprocess.Popen(command, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True,
-                             start_new_session=True, env=_unquieted())
-  deadline = time.monotonic() + HANG_GUARD_S
-  while not ready():
-    assert process.poll() is None, process.communicate()
-    assert time.monotonic() < deadline
-    time.sleep(0.02)
-  os.killpg(process.pid, signal.SIGINT)
-  stdout, stderr = process.communicate(timeout=HANG_GUARD_S)
-  assert _group_gone(process.pid, timeout_s=30), 'workers were left running'
-  return process.returncode, stdout, stderr
-
-
-def _group_gone(group: int, timeout_s: float) -> bool:
-  deadline = time.monotonic() + timeout_s
-  while time.monotonic() < deadline:
-    try:
-      os.killpg(group, 0)
-    except ProcessLookupError:
-      return True
-    time.sleep(0.1)
-  os.killpg(group, signal.SIGKILL)
-  return False
-
-
-def test_ctrl_c_of_a_build_on_dask_leaves_nothing_and_says_so(tmp_path):
-  out = tmp_path / 'built'
-  code, stdout, stderr = _ctrl_c_once(
-      [sys.executable, '-m', 'rlds_reverb', 'build', '--dataset',
-       'bundled:cartpole', '--out', str(out), '--servers', '2', '--runner',
-       'dask', '--workers', '2'],
-      lambda: any(name.endswith(parts.SUFFIX) for _, _, names in
-                  os.walk(out / parts.PARTS) for name in names))
-  assert (code, stdout) == (130, ''), stderr
-  assert error_lines(stderr) == [
-      f'rlds-reverb: error: interrupted; nothing was written ({out} was not '
-      f'made)']
-  assert not out.exists()
-
-
-def test_ctrl_c_of_a_push_on_dask_says_what_the_table_holds():
-  signature = reverb_tables.signature_for('bundled:cartpole')
-  server = reverb_tables.start_server([tables.table(TABLE, signature)])
-  try:
-    address = reverb_tables.address(server)
-    client = reverb_tables.client_of(server)
-    code, stdout, stderr = _ctrl_c_once(
-        [sys.executable, '-m', 'rlds_reverb', 'push', '--dataset',
-         'bundled:cartpole', '--server', address, '--table', TABLE.name,
-         '--runner', 'dask', '--workers', '2', '--parts-per-file', '16'],
-        lambda: reverb_tables.table_size(client, TABLE.name) > 0)
-    held = reverb_tables.table_size(client, TABLE.name)
-  finally:
-    server.stop()
-  assert (code, stdout) == (130, ''), stderr
-  assert 0 < held < 9868
-  assert error_lines(stderr) == [
-      f"rlds-reverb: error: interrupted; the pipeline was stopped, and what "
-      f"its parts confirmed stays: 'replay' on {address} holds {held:,} "
-      f"items (a part is written at least once: run again into empty tables "
-      f"for each item once)"]
