@@ -555,8 +555,14 @@ def test_writer_left_by_timeout_does_not_hang(blocked_push, kind):
 
 # The issue's script: the bundled data into a queue that fills up, the
 # timeout caught; with or without `server.stop()`, the script must exit.
-# Sized 5000, the queue takes the first confirmation (4,096 rows and more),
+# Sized 5000, the queue takes the first confirmation (4,000 rows and more),
 # not the second. The queue's items are read back, oldest first.
+# One child runs every selected case (SIZE:stop or SIZE:no_stop), each with a
+# server, client and queue of its own, kept to the end as a script's globals
+# are, and prints a report per case: it must exit after all of them (one
+# Python and TensorFlow start-up for all the cases). The timeout, waited out
+# in full per case, needs only to outlast the confirmation of the items a
+# flush leaves pending (~50) on a healthy server in the same process.
 TIMED_OUT_SCRIPT = r"""
 import json, os, sys
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
@@ -565,21 +571,25 @@ import reverb
 import rlds_reverb
 from tests import reverb_tables
 
-size, stop = int(sys.argv[1]), sys.argv[2] == 'stop'
-server = reverb.Server([reverb.Table.queue('q', max_size=size)])
-client = reverb.Client(f'localhost:{server.port}')
-try:
-  rlds_reverb.push(rlds_reverb.load('bundled:cartpole'), client, 'q', timeout=5)
-  raise SystemExit('the push into a full queue did not time out')
-except rlds_reverb.ReverbTimeoutError as error:
-  message = str(error)
-held = reverb_tables.table_size(client, 'q')
-observations = [np.asarray(sample.data[1]).tolist() for sample in
-                client.sample('q', num_samples=held, emit_timesteps=False)]
-print(json.dumps({'message': message, 'observations': observations}),
-      flush=True)
-if stop:
-  server.stop()
+kept = []  # Each case's server and client, alive to the end.
+for case in sys.argv[1:]:
+  size, stop = int(case.split(':')[0]), case.split(':')[1] == 'stop'
+  server = reverb.Server([reverb.Table.queue('q', max_size=size)])
+  client = reverb.Client(f'localhost:{server.port}')
+  kept.append((server, client))
+  try:
+    rlds_reverb.push(rlds_reverb.load('bundled:cartpole'), client, 'q',
+                     timeout=3)
+    raise SystemExit('the push into a full queue did not time out')
+  except rlds_reverb.ReverbTimeoutError as error:
+    message = str(error)
+  held = reverb_tables.table_size(client, 'q')
+  observations = [np.asarray(sample.data[1]).tolist() for sample in
+                  client.sample('q', num_samples=held, emit_timesteps=False)]
+  print(json.dumps({'message': message, 'observations': observations}),
+        flush=True)
+  if stop:
+    server.stop()
 """
 
 TIMED_OUT_CASES = [(100, 'no_stop'), (100, 'stop'), (5000, 'stop')]
@@ -604,14 +614,14 @@ def bundled_pairs():
 
 @pytest.fixture(scope='module')
 def timed_out_pushes(request):
-  """(size, stop) -> (exit code, report, stderr); all run at once."""
-  children = {case: run_child(TIMED_OUT_SCRIPT, str(case[0]), case[1])
-              for case in selected(request, 'case')}
-  results = {}
-  for case, result in children.items():
-    code, lines, err = result()
-    results[case] = (code, json.loads(lines[0]) if lines else None, err)
-  return results
+  """(size, stop) -> (exit code, report, stderr); the selected cases run in
+  one child, in order ('no_stop' last: its server is never stopped)."""
+  cases = sorted(selected(request, 'case'), key=lambda case: case[1] != 'stop')
+  code, lines, err = run_child(
+      TIMED_OUT_SCRIPT, *[f'{size}:{stop}' for size, stop in cases])()
+  reports = [json.loads(line) for line in lines]
+  return {case: (code, reports[index] if index < len(reports) else None, err)
+          for index, case in enumerate(cases)}
 
 
 @pytest.mark.parametrize('case', TIMED_OUT_PARAMS,
