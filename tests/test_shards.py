@@ -22,7 +22,6 @@ from tests import rlds_data
 from tests.cli_data import write_tfds
 from tests.cli_runs import HANG_GUARD_S
 from tests.cli_runs import error_lines
-from tests.cli_runs import run_cli
 from tests.cli_runs import run_cli_here
 from tests.server_process import ServerProcess
 
@@ -90,9 +89,12 @@ def test_one_shard_pushes_its_part_only(dataset_dir, server):
           reverb_tables.observation_pairs(first_half))
 
 
+# --workers from the test's process (`run_cli_here`): the two workers are
+# processes all the same; the parent's exit status through `python -m
+# rlds_reverb` is checked elsewhere (test_faults' Ctrl-C tests of --workers).
 def test_workers_push_every_shard_into_one_table(dataset_dir, server, tmp_path):
   state = tmp_path / 'state.json'
-  result = run_cli('push', '--dataset', dataset_dir, '--server',
+  result = run_cli_here('push', '--dataset', dataset_dir, '--server',
                    reverb_tables.address(server), '--table', 'a',
                    '--workers', '2', '--resume', state, '--json')
   assert result.returncode == 0, result.stderr
@@ -107,7 +109,7 @@ def test_workers_push_every_shard_into_one_table(dataset_dir, server, tmp_path):
 
 
 def test_workers_report_each_failed_shard(dataset_dir, server):
-  result = run_cli('push', '--dataset', dataset_dir, '--server',
+  result = run_cli_here('push', '--dataset', dataset_dir, '--server',
                    reverb_tables.address(server), '--table', 'missing',
                    '--workers', '2')
   assert result.returncode == 1
