@@ -4,9 +4,11 @@ Two identical pushes leave every item twice, and Reverb says nothing; seeding
 several datasets into one table is legitimate. So every push says, before
 writing, what a table holds that is not its own and what it adds: a
 `TableNotEmptyWarning` from Python, one line on the command line, once per
-table however many workers write into it. Items that earlier runs of the
-same push confirmed (a --resume rerun) are expected, not warned of
-(`test_faults.py`'s Ctrl-C tests rerun with --resume and check that).
+table however many workers write into it (`test_shards.py`'s
+test_workers_push_every_shard_into_one_table checks that, in the run of two
+workers it makes anyway). Items that earlier runs of the same push confirmed
+(a --resume rerun) are expected, not warned of (`test_faults.py`'s Ctrl-C
+tests rerun with --resume and check that).
 """
 
 import warnings
@@ -99,21 +101,6 @@ def test_a_second_identical_push_warns_and_adds(dataset_dir):
     client = reverb.Client(server.address)
     assert reverb_tables.table_size(client, 'replay') == 2 * ITEMS
     assert reverb_tables.table_size(client, 'other') == ITEMS
-
-
-def test_workers_warn_once_for_all_shards(dataset_dir):
-  """Two workers write into the table: one line, from the look before
-  either wrote, with what both add; not one per worker."""
-  with ServerHere([{'name': 'replay', 'kind': 'fifo',
-                    'signed_for': dataset_dir}]) as server:
-    rlds_reverb.push(rlds_reverb.load(dataset_dir), server.address, 'replay')
-    result = run_cli_here('push', '--dataset', dataset_dir, '--server',
-                          server.address, '--table', 'replay', '--workers',
-                          '2')
-    assert result.returncode == 0, result.stderr
-    assert _held_lines(result.stderr) == [_held_line('replay', ITEMS, ITEMS)]
-    assert reverb_tables.table_size(reverb.Client(server.address),
-                                    'replay') == 2 * ITEMS
 
 
 @pytest.fixture
