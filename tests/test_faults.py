@@ -1,10 +1,12 @@
 """Faults during `rlds-reverb push`: servers in their own processes, killed.
 
-A case that kills or signals a process runs the real command against a
-Reverb server subprocess (`tests.server_process.ServerProcess`); the others
-(a rerun, capacity warnings, timeouts) run the command in the test's process
-(`run_cli_here`, which fails a hang after its guard) against a server there
-(`ServerHere`). Each reads the table back. What must hold:
+A case that kills a server runs it in a process of its own
+(`tests.server_process.ServerProcess`); a case that signals the command runs
+the real command in a process of its own against a server in the test's
+process (`ServerHere`: the signal goes to the command alone); the others (a
+rerun, capacity warnings, timeouts) run the command in the test's process
+(`run_cli_here`, which fails a hang after its guard). Each reads the table
+back. What must hold:
   * the push never hangs, and a failure is one line naming what and where;
   * a success means every item is in the table;
   * with --resume, a push killed by SIGKILL and run again loses no episode
@@ -15,7 +17,6 @@ Reverb server subprocess (`tests.server_process.ServerProcess`); the others
 """
 
 import json
-import os
 import pathlib
 import re
 import signal
@@ -47,9 +48,15 @@ from tests.server_process import ServerProcess
 LONG = [rlds_data.flat_episode(250, seed=100 + i, terminal=i % 2 == 0)
         for i in range(120)]
 POLL_S = 0.01
-# Episodes long enough that Ctrl-C, sent a quarter into the second, lands
-# inside it: thousands of rows of margin, however loaded the machine.
-INSIDE = [rlds_data.flat_episode(8000, seed=300 + i) for i in range(3)]
+# Ctrl-C inside the second episode. The first is just long enough that the
+# push confirms at its end (CONFIRM_EVERY_ROWS rows), as a long push does
+# before an interruption; the second is sent Ctrl-C 2,000 rows in and keeps
+# 6,000 rows of margin after that (as when all three had 8,000 steps), so
+# the signal lands inside it however loaded the machine; the third only has
+# to be continued into by the rerun. 12,500 items instead of 24,000 drained
+# twice and pushed twice.
+INSIDE = [rlds_data.flat_episode(n, seed=300 + i) for i, n in
+          enumerate((writer_lib.CONFIRM_EVERY_ROWS + 1, 8000, 500))]
 INSIDE_SENT_AT = len(INSIDE[0]['reward']) - 1 + 2000  # Items in the table.
 # 'Written and confirmed before the interruption: W whole episodes (I items)
 # and P items of episode E' (the last part only when P > 0).
@@ -59,12 +66,29 @@ CONFIRMED = re.compile(
     r'(\d+))?, in table replay at ')
 
 
+# The slow tier's --workers rerun: two shards of 8,000-step episodes, each
+# interrupted inside one.
+INSIDE_WORKERS = [rlds_data.flat_episode(8000, seed=300 + i) for i in range(3)]
+DATASETS = {'clean': CLEAN, 'long': LONG, 'inside': INSIDE,
+            'inside_workers': INSIDE_WORKERS}
+
+
+class _Dirs(dict):
+  """name -> TFDS directory of DATASETS[name], written when a test first
+  asks for it: a run of one tier writes only what its tests read."""
+
+  def __init__(self, root: pathlib.Path):
+    super().__init__()
+    self._root = root
+
+  def __missing__(self, name: str) -> str:
+    self[name] = write_tfds(self._root, f'{name}_rlds', DATASETS[name])
+    return self[name]
+
+
 @pytest.fixture(scope='module')
 def dirs(tmp_path_factory):
-  root = tmp_path_factory.mktemp('tfds')
-  return {'clean': write_tfds(root, 'clean_rlds', CLEAN),
-          'long': write_tfds(root, 'long_rlds', LONG),
-          'inside': write_tfds(root, 'inside_rlds', INSIDE)}
+  return _Dirs(tmp_path_factory.mktemp('tfds'))
 
 
 def _start_push(*args):
@@ -123,7 +147,7 @@ def test_server_killed_mid_push_fails_naming_confirmed_episodes(dirs, tmp_path):
   state = json.loads(state_path.read_text())
   confirmed = state['confirmed_episodes']
   assert 0 < confirmed < len(LONG)
-  assert f'did not confirm items for table \'replay\' within 3 s' in line
+  assert 'did not confirm items for table \'replay\' within 3 s' in line
   assert (f'Confirmed before: {wording.count(confirmed, "whole episode")} '
           f'({wording.count(state["confirmed_items"], "item")}).') in line
   assert f'Progress is saved in {state_path}' in line
@@ -291,8 +315,9 @@ def _wait_for_size(address: str, table: str, size: int, push) -> None:
 
 def _interrupt_blocked_push(dataset: str, *args) -> str:
   """Ctrl-C (SIGINT to the command alone) of a push waiting for a full queue
-  of 3; its stderr. The push must end at once, not at --timeout."""
-  with ServerProcess([{'name': 'queue', 'kind': 'queue', 'size': 3}]) as server:
+  of 3 (a server in the test's process); its stderr. The push must end at
+  once, not at --timeout."""
+  with ServerHere([{'name': 'queue', 'kind': 'queue', 'size': 3}]) as server:
     push = _start_push('--dataset', dataset, '--server', server.address,
                        '--table', 'queue', '--timeout', str(3 * HANG_GUARD_S),
                        *args)
@@ -371,9 +396,10 @@ def test_bad_input_is_one_line_and_writes_nothing(dirs, tmp_path):
 
 
 def _inside_tables(dataset: str):
-  """A server process with fifo tables 'replay' and 'clean' for `dataset`."""
-  return ServerProcess([{'name': name, 'kind': 'fifo', 'signed_for': dataset}
-                        for name in ('replay', 'clean')])
+  """A server with fifo tables 'replay' and 'clean' for `dataset`, in the
+  test's process: Ctrl-C goes to the push's process alone."""
+  return ServerHere([{'name': name, 'kind': 'fifo', 'signed_for': dataset}
+                     for name in ('replay', 'clean')])
 
 
 def _number(text) -> int:
@@ -440,7 +466,8 @@ def test_ctrl_c_inside_an_episode_says_what_is_in_the_table_and_resumes(
             state['partial_items'], state['complete']) == (
                 whole, held, partial, False)
 
-    again = run_cli('push', '--server', server.address, *args, '--json')
+    # The rerun checks output and exit code only: in the test's process.
+    again = run_cli_here('push', '--server', server.address, *args, '--json')
     assert again.returncode == 0, again.stderr
     assert (f'resuming from {state_path} after {contents} confirmed' in
             again.stderr)
@@ -464,9 +491,9 @@ def test_ctrl_c_with_workers_says_what_each_confirmed_and_resumes(
   """--workers 2 on a healthy server: each worker's counts add up to what
   the table holds; rerun with --resume, every item is there once."""
   state_path = tmp_path / 'state.json'
-  args = ['--dataset', dirs['inside'], '--table', 'replay', '--resume',
-          state_path, '--workers', '2']
-  with _inside_tables(dirs['inside']) as server:
+  args = ['--dataset', dirs['inside_workers'], '--table', 'replay',
+          '--resume', state_path, '--workers', '2']
+  with _inside_tables(dirs['inside_workers']) as server:
     push = _start_push('--server', server.address, *args)
     _wait_for_size(server.address, 'replay', 4000, push)
     push.send_signal(signal.SIGINT)
@@ -486,7 +513,7 @@ def test_ctrl_c_with_workers_says_what_each_confirmed_and_resumes(
     assert again.returncode == 0, again.stderr
     assert 'already holds' not in again.stderr
     pushed = _flat_keys(reverb_tables.drain_flat(server.address, 'replay'))
-    clean = _clean_push_keys(server.address, dirs['inside'])
+    clean = _clean_push_keys(server.address, dirs['inside_workers'])
   assert sorted(pushed) == sorted(clean)  # As multisets: every item once.
 
 
@@ -515,8 +542,8 @@ def test_ctrl_c_while_workers_start_names_every_shard(dirs):
   """SIGINT to the parent while its workers still load TensorFlow: each
   shard says it wrote nothing (it was reported as a bare 'interrupted.',
   the workers' own KeyboardInterrupt re-raised in the parent)."""
-  with ServerProcess([{'name': 'replay', 'kind': 'fifo',
-                       'signed_for': dirs['long']}]) as server:
+  with ServerHere([{'name': 'replay', 'kind': 'fifo',
+                    'signed_for': dirs['long']}]) as server:
     push = _start_push('--dataset', dirs['long'], '--server', server.address,
                        '--table', 'replay', '--workers', '2')
     deadline = time.monotonic() + HANG_GUARD_S

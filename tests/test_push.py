@@ -432,44 +432,40 @@ def test_long_push_is_confirmed_on_return(make_server):
 # A push into a table whose rate limiter blocks inserts, run in a child
 # process: after the error, the error is released and the server stopped,
 # under a watchdog, and then the child must exit: a Reverb writer left open
-# would wait for its items without end at interpreter exit. The child prints
-# a JSON report, then 'released', 'stopped'.
-BLOCKED_PUSH_SCRIPT = r"""
-import faulthandler, gc, json, os, sys, time
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
-import reverb
-import rlds_reverb
-from rlds_reverb import tables as tables_lib
-from tests import rlds_data, reverb_tables
-
-tables = {
-    'sample_to_insert_ratio': lambda: tables_lib.table(
-        tables_lib.TableOptions('blocked', sampler='fifo', max_size=1000,
-                                samples_per_insert=1.0, error_buffer=1.0)),
-    'full_queue': lambda: reverb.Table.queue('blocked', max_size=5),
-}
-server = reverb_tables.start_server([tables[sys.argv[1]]()])
-address = reverb_tables.address(server)
-data = rlds_data.as_rlds(
-    [rlds_data.flat_episode(20, seed=seed) for seed in range(3)])
-report = {'address': address, 'raised': None}
-kept_error = None
-start = time.monotonic()
-try:
-  rlds_reverb.push(data, address, 'blocked', sequence_length=2, timeout=2)
-except Exception as error:  # pylint: disable=broad-except
-  report.update(raised=type(error).__name__, message=str(error),
-                is_timeout_error=isinstance(error, TimeoutError),
-                cause=type(error.__cause__).__name__)
-  kept_error = error  # Leaving `except` releases the error: kept for later.
-report['seconds'] = time.monotonic() - start
-print(json.dumps(report), flush=True)
-faulthandler.dump_traceback_later(%(watchdog_s)d, exit=True)
-del kept_error  # With it, the push's writer.
-gc.collect()
-print('released', flush=True)
-server.stop()
-print('stopped', flush=True)
+# would wait for its items without end at interpreter exit. The case prints
+# a JSON report, then 'released', 'stopped'. The child runs these cases last
+# (`CHILD_SCRIPT`): the watchdog of the last one stays armed to the exit.
+BLOCKED_PUSH_CASE = r"""
+def blocked(kind):
+  faulthandler.cancel_dump_traceback_later()  # An earlier case's.
+  tables = {
+      'sample_to_insert_ratio': lambda: tables_lib.table(
+          tables_lib.TableOptions('blocked', sampler='fifo', max_size=1000,
+                                  samples_per_insert=1.0, error_buffer=1.0)),
+      'full_queue': lambda: reverb.Table.queue('blocked', max_size=5),
+  }
+  server = reverb_tables.start_server([tables[kind]()])
+  address = reverb_tables.address(server)
+  data = rlds_data.as_rlds(
+      [rlds_data.flat_episode(20, seed=seed) for seed in range(3)])
+  report = {'address': address, 'raised': None}
+  kept_error = None
+  start = time.monotonic()
+  try:
+    rlds_reverb.push(data, address, 'blocked', sequence_length=2, timeout=2)
+  except Exception as error:  # pylint: disable=broad-except
+    report.update(raised=type(error).__name__, message=str(error),
+                  is_timeout_error=isinstance(error, TimeoutError),
+                  cause=type(error.__cause__).__name__)
+    kept_error = error  # Leaving `except` releases the error: kept for later.
+  report['seconds'] = time.monotonic() - start
+  say(report)
+  faulthandler.dump_traceback_later(%(watchdog_s)d, exit=True)
+  del kept_error  # With it, the push's writer.
+  gc.collect()
+  say('released')
+  server.stop()
+  say('stopped')
 """ % {'watchdog_s': 20}
 
 BLOCKING_TABLES = ('sample_to_insert_ratio', 'full_queue')
@@ -514,22 +510,33 @@ def run_child(script: str, *args: str):
 
 
 @pytest.fixture(scope='module')
-def blocked_push(request):
-  """kind -> (report, lines after it, stderr, exit code); all run at once."""
-  children = {kind: run_child(BLOCKED_PUSH_SCRIPT, kind)
-              for kind in selected(request, 'kind')}
-  results = {}
+def child(request):
+  """The cases of this module's selected tests, run in one child process
+  (one Python and TensorFlow start-up): case -> its lines' values, in order;
+  and the child's exit code and stderr. The timed-out cases first ('stop'
+  before 'no_stop'), the blocked pushes last (see the comments above)."""
+  timed_out = sorted(selected(request, 'case'),
+                     key=lambda case: case[1] != 'stop')
+  cases = ([f'timed_out:{size}:{stop}' for size, stop in timed_out] +
+           [f'blocked:{kind}' for kind in selected(request, 'kind')])
+  code, lines, err = run_child(CHILD_SCRIPT, *cases)()
+  said = {case: [] for case in cases}
+  for line in lines:
+    case, value = line.split('\t', 1)
+    said[case].append(json.loads(value))
+  return said, code, err
+
+
+@pytest.fixture(scope='module')
+def blocked_push(child):
+  """kind -> (report, lines after it, stderr, exit code)."""
+  said, code, err = child
 
   def result(kind):
-    if kind not in results:
-      code, lines, err = children[kind]()
-      assert lines, f'the child wrote no report; its stderr:\n{err[-3000:]}'
-      results[kind] = (json.loads(lines[0]), lines[1:], err, code)
-    return results[kind]
-
-  yield result
-  for kind in children:
-    result(kind)
+    lines = said[f'blocked:{kind}']
+    assert lines, f'the child wrote no report; its stderr:\n{err[-3000:]}'
+    return lines[0], lines[1:], err, code
+  return result
 
 
 @pytest.mark.parametrize('kind', BLOCKING_KINDS)
@@ -555,31 +562,54 @@ def test_writer_left_by_timeout_does_not_hang(blocked_push, kind):
 
 # The issue's script: the bundled data into a queue that fills up, the
 # timeout caught; with or without `server.stop()`, the script must exit.
-# Sized 5000, the queue takes the first confirmation (4,096 rows and more),
+# Sized 5000, the queue takes the first confirmation (4,000 rows and more),
 # not the second. The queue's items are read back, oldest first.
-TIMED_OUT_SCRIPT = r"""
-import json, os, sys
+# One child runs every selected case (SIZE:stop or SIZE:no_stop), each with a
+# server, client and queue of its own, kept to the end as a script's globals
+# are, and prints a report per case: it must exit after all of them (one
+# Python and TensorFlow start-up for all the cases). The timeout, waited out
+# in full per case, needs only to outlast the confirmation of the items a
+# flush leaves pending (~50) on a healthy server in the same process.
+TIMED_OUT_CASE = r"""
+def timed_out(size, stop):
+  server = reverb.Server([reverb.Table.queue('q', max_size=size)])
+  client = reverb.Client(f'localhost:{server.port}')
+  kept.append((server, client))
+  try:
+    rlds_reverb.push(rlds_reverb.load('bundled:cartpole'), client, 'q',
+                     timeout=3)
+    raise SystemExit('the push into a full queue did not time out')
+  except rlds_reverb.ReverbTimeoutError as error:
+    message = str(error)
+  held = reverb_tables.table_size(client, 'q')
+  observations = [np.asarray(sample.data[1]).tolist() for sample in
+                  client.sample('q', num_samples=held, emit_timesteps=False)]
+  say({'message': message, 'observations': observations})
+  if stop:
+    server.stop()
+"""
+
+# The one child of this module: every selected case of both kinds, in the
+# order given; each line it prints is 'CASE<tab>JSON'.
+CHILD_SCRIPT = r"""
+import faulthandler, gc, json, os, sys, time
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 import numpy as np
 import reverb
 import rlds_reverb
-from tests import reverb_tables
+from rlds_reverb import tables as tables_lib
+from tests import reverb_tables, rlds_data
 
-size, stop = int(sys.argv[1]), sys.argv[2] == 'stop'
-server = reverb.Server([reverb.Table.queue('q', max_size=size)])
-client = reverb.Client(f'localhost:{server.port}')
-try:
-  rlds_reverb.push(rlds_reverb.load('bundled:cartpole'), client, 'q', timeout=5)
-  raise SystemExit('the push into a full queue did not time out')
-except rlds_reverb.ReverbTimeoutError as error:
-  message = str(error)
-held = reverb_tables.table_size(client, 'q')
-observations = [np.asarray(sample.data[1]).tolist() for sample in
-                client.sample('q', num_samples=held, emit_timesteps=False)]
-print(json.dumps({'message': message, 'observations': observations}),
-      flush=True)
-if stop:
-  server.stop()
+kept = []  # Each timed-out case's server and client, alive to the end.
+""" + BLOCKED_PUSH_CASE + TIMED_OUT_CASE + r"""
+for case in sys.argv[1:]:
+  def say(value, case=case):
+    print(case, json.dumps(value), sep='\t', flush=True)
+  name, *args = case.split(':')
+  if name == 'blocked':
+    blocked(*args)
+  else:
+    timed_out(int(args[0]), args[1] == 'stop')
 """
 
 TIMED_OUT_CASES = [(100, 'no_stop'), (100, 'stop'), (5000, 'stop')]
@@ -603,15 +633,14 @@ def bundled_pairs():
 
 
 @pytest.fixture(scope='module')
-def timed_out_pushes(request):
-  """(size, stop) -> (exit code, report, stderr); all run at once."""
-  children = {case: run_child(TIMED_OUT_SCRIPT, str(case[0]), case[1])
-              for case in selected(request, 'case')}
-  results = {}
-  for case, result in children.items():
-    code, lines, err = result()
-    results[case] = (code, json.loads(lines[0]) if lines else None, err)
-  return results
+def timed_out_pushes(child):
+  """(size, stop) -> (exit code, report, stderr)."""
+  said, code, err = child
+
+  def result(case):
+    reports = said[f'timed_out:{case[0]}:{case[1]}']
+    return code, reports[0] if reports else None, err
+  return result
 
 
 @pytest.mark.parametrize('case', TIMED_OUT_PARAMS,
@@ -619,7 +648,7 @@ def timed_out_pushes(request):
 def test_script_that_caught_a_timeout_exits(timed_out_pushes, bundled_pairs,
                                             case):
   """The script exits 0; the error's counts agree with the queue's items."""
-  code, report, stderr = timed_out_pushes[case]
+  code, report, stderr = timed_out_pushes(case)
   assert code == 0, f'exit code {code} (None: hung); stderr:\n{stderr[-3000:]}'
   message = report['message']
   confirmed = _number(re.search(

@@ -16,13 +16,13 @@ import reverb
 
 import rlds_reverb
 from rlds_reverb import specs
+from rlds_reverb._util import wording
 from tests import process_tree
 from tests import reverb_tables
 from tests import rlds_data
 from tests.cli_data import write_tfds
 from tests.cli_runs import HANG_GUARD_S
 from tests.cli_runs import error_lines
-from tests.cli_runs import run_cli
 from tests.cli_runs import run_cli_here
 from tests.server_process import ServerProcess
 
@@ -90,24 +90,38 @@ def test_one_shard_pushes_its_part_only(dataset_dir, server):
           reverb_tables.observation_pairs(first_half))
 
 
+# --workers from the test's process (`run_cli_here`): the two workers are
+# processes all the same; the parent's exit status through `python -m
+# rlds_reverb` is checked elsewhere (test_faults' Ctrl-C tests of --workers).
 def test_workers_push_every_shard_into_one_table(dataset_dir, server, tmp_path):
+  """Into a table that already holds the data once: every shard's items are
+  added, and the table's items are said once for both workers, from the
+  look before either wrote, with what both add (test_held's case; one run
+  of two workers checks both)."""
+  address = reverb_tables.address(server)
+  rlds_reverb.push(rlds_reverb.load(dataset_dir), address, 'a')
   state = tmp_path / 'state.json'
-  result = run_cli('push', '--dataset', dataset_dir, '--server',
-                   reverb_tables.address(server), '--table', 'a',
-                   '--workers', '2', '--resume', state, '--json')
+  result = run_cli_here('push', '--dataset', dataset_dir, '--server',
+                        address, '--table', 'a',
+                        '--workers', '2', '--resume', state, '--json')
   assert result.returncode == 0, result.stderr
   summary = json.loads(result.stdout)
   assert (summary['workers'], summary['episodes'], summary['trajectories'],
           summary['items']) == (2, 7, 35, 28)
+  items = wording.count(28, 'item')
+  assert [line for line in result.stderr.splitlines()
+          if 'already holds' in line] == [
+              f"rlds-reverb: warning: table 'a' already holds {items}; this "
+              f"push adds {wording.count(28, 'more', 'more')}"]
   assert (reverb_tables.drained_pairs(server, 'a') ==
-          reverb_tables.observation_pairs(EPISODES))
+          sorted(2 * reverb_tables.observation_pairs(EPISODES)))
   for index in range(2):
     saved = json.loads((tmp_path / f'state.{index}-of-2.json').read_text())
     assert saved['complete'] and saved['key']['shard'] == f'{index}/2'
 
 
 def test_workers_report_each_failed_shard(dataset_dir, server):
-  result = run_cli('push', '--dataset', dataset_dir, '--server',
+  result = run_cli_here('push', '--dataset', dataset_dir, '--server',
                    reverb_tables.address(server), '--table', 'missing',
                    '--workers', '2')
   assert result.returncode == 1
