@@ -105,8 +105,17 @@ def assert_same_flat_items(got, want) -> None:
     assert len(got_item) == len(want_item)
     for leaf, (got_leaf, want_leaf) in enumerate(zip(got_item, want_item)):
       assert got_leaf.dtype == want_leaf.dtype, (index, leaf)
-      np.testing.assert_array_equal(got_leaf, want_leaf,
-                                    err_msg=f'item {index}, leaf {leaf}')
+      if not _same_leaf(got_leaf, want_leaf):
+        np.testing.assert_array_equal(got_leaf, want_leaf,
+                                      err_msg=f'item {index}, leaf {leaf}')
+
+
+def _same_leaf(got: np.ndarray, want: np.ndarray) -> bool:
+  """Equal shapes and values: what `assert_array_equal` passes, checked 10x
+  faster (~2 us a leaf; tests compare ~100k leaves). False sends the leaf to
+  `assert_array_equal`, which decides (NaNs equal, scalars broadcast) and
+  says where."""
+  return got.shape == want.shape and np.array_equal(got, want)
 
 
 def item_key(item) -> Tuple:

@@ -9,7 +9,9 @@ episodes I % S == k into a server. Parts (`checkpoints.parts`) that are
 half-written or missing are never merged.
 """
 
+import dataclasses
 import os
+import shutil
 import subprocess
 import sys
 
@@ -153,24 +155,37 @@ def test_beam_builds_nstep_transitions_as_one_process_does(source, tmp_path):
         n - 1 for n in LENGTHS[server_index::SERVERS])
 
 
-def written_parts(source, directory):
-  """Two workers' shares, each a part per server (built in this process)."""
+@pytest.fixture(scope='module')
+def built_shares(source, tmp_path_factory):
+  """Two workers' shares, each a part per server (built in this process),
+  and where: built once for the tests that take copies (`written_parts`)."""
   from rlds_reverb import build_parts  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  directory = tmp_path_factory.mktemp('shares')
   shares = [build_parts.build_share(
       build_parts.share_ranges(source, 'train', None, index, 2),
       directory, [TABLE], SERVERS) for index in range(2)]
-  return shares
+  return shares, directory
+
+
+def written_parts(built_shares, directory):
+  """A copy of `built_shares`' parts in `directory`, and its shares naming
+  the copies: a test may damage, rename or merge them."""
+  shares, built = built_shares
+  shutil.copytree(built, directory, dirs_exist_ok=True)
+  return [dataclasses.replace(share, parts={
+      server: os.path.join(directory, os.path.relpath(path, built))
+      for server, path in share.parts.items()}) for share in shares]
 
 
 @extras.needs('beam')
 def test_a_merge_run_again_after_its_worker_died_leaves_one_checkpoint(
-    source, signature, pushed, tmp_path):
+    built_shares, signature, pushed, tmp_path):
   """Dask reruns a merge whose worker died, before its DONE (an unfinished
   checkpoint left in the server's root) or after (its record written):
   either way one checkpoint, holding what a push of the share writes."""
   from rlds_reverb.beam import build_checkpoints  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   from rlds_reverb.checkpoints import directories  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  shares = written_parts(source, tmp_path)
+  shares = written_parts(built_shares, tmp_path)
   element = (1, [dict(path=share.parts[1], positions=share.positions[1],
                       skipped=[]) for share in shares])
   root = parts.server_root(tmp_path, 1, SERVERS)
@@ -192,8 +207,9 @@ def test_a_merge_run_again_after_its_worker_died_leaves_one_checkpoint(
   assert_same_items(loaded_items(root, signature), pushed[1])
 
 
-def test_a_part_is_merged_only_whole(source, signature, pushed, tmp_path):
-  shares = written_parts(source, tmp_path)
+def test_a_part_is_merged_only_whole(built_shares, signature, pushed,
+                                     tmp_path):
+  shares = written_parts(built_shares, tmp_path)
   settings = shares[0].settings
   whole = shares[0].parts[0]
   # Server 0's part of the second share, as its worker left it when killed
@@ -217,8 +233,8 @@ def test_a_part_is_merged_only_whole(source, signature, pushed, tmp_path):
     parts.merge([whole, whole], tmp_path / 'twice', settings)
 
 
-def test_a_part_whose_chunks_are_cut_short_is_refused(source, tmp_path):
-  shares = written_parts(source, tmp_path)
+def test_a_part_whose_chunks_are_cut_short_is_refused(built_shares, tmp_path):
+  shares = written_parts(built_shares, tmp_path)
   path = shares[0].parts[1]
   chunks = path[:-len(parts.SUFFIX)] + parts.CHUNKS_SUFFIX
   size = os.path.getsize(chunks)

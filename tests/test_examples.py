@@ -1,7 +1,12 @@
-"""The programs in examples/, run as users run them: one subprocess each.
+"""The programs in examples/, run as users run them.
 
-Each run starts TensorFlow (~5 s), so each checks several things at once. The
-SAC example runs against a TFDS dataset written here with the feature
+A run in a process of its own starts TensorFlow (~4 s of CPU), so each checks
+several things at once, among them what only a process shows: a clean stderr
+from import on (no gym notice, no TensorFlow or Reverb lines) and no
+traceback at exit. Each example's default-tier tests run it so once; its
+other runs, which check output and exit status only, run in the test's
+process (`tests/script_runs.run_script_here`: the same script, as `__main__`,
+with the same argv). The SAC example runs against a TFDS dataset written here with the feature
 structure of `d4rl_mujoco_halfcheetah` (observation float32[17], action
 float32[6]), found both as a directory and by name in a data dir.
 """
@@ -20,6 +25,7 @@ import pytest
 import tensorflow_datasets as tfds
 
 from tests import cli_data
+from tests.script_runs import run_script_here
 
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / 'examples'
 HANG_GUARD_S = 150
@@ -41,6 +47,13 @@ def run_example(script, *args, cwd=None):
       [sys.executable, str(EXAMPLES / script), *map(str, args)],
       capture_output=True, text=True, timeout=HANG_GUARD_S, cwd=cwd, env=env)
   # Every run, failed ones too, ends without a traceback at exit.
+  assert 'Exception ignored' not in result.stderr, result.stderr
+  return result
+
+
+def run_example_here(script, *args, cwd=None):
+  """`run_example` in this process, for checks of output and exit status."""
+  result = run_script_here(EXAMPLES / script, *args, cwd=cwd)
   assert 'Exception ignored' not in result.stderr, result.stderr
   return result
 
@@ -270,7 +283,9 @@ def test_seed_sac_table_from_a_halfcheetah_shaped_directory(
 
 def test_seed_sac_table_by_name_in_data_dir_and_not_prepared(
     halfcheetah_data_dir, tmp_path):
-  result = run_example('seed_sac_table.py', '--dataset', HALFCHEETAH_NAME,
+  """In this process: the run in a process of its own, with its clean stderr
+  and exit, is test_seed_sac_table_from_a_halfcheetah_shaped_directory."""
+  result = run_example_here('seed_sac_table.py', '--dataset', HALFCHEETAH_NAME,
                        '--data-dir', halfcheetah_data_dir, '--split',
                        'train[:2]', '--batch-size', 2, '--train-steps', 0)
   assert result.returncode == 0, result.stderr
@@ -279,7 +294,7 @@ def test_seed_sac_table_by_name_in_data_dir_and_not_prepared(
 
   empty = tmp_path / 'empty_data_dir'
   empty.mkdir()
-  result = run_example('seed_sac_table.py', '--data-dir', empty)
+  result = run_example_here('seed_sac_table.py', '--data-dir', empty)
   assert result.returncode == 2
   error_lines = result.stderr.splitlines()
   assert len(error_lines) == 1, result.stderr
@@ -290,8 +305,9 @@ def test_seed_sac_table_by_name_in_data_dir_and_not_prepared(
 
 
 def test_seed_sac_table_refuses_a_bad_max_size_before_loading(tmp_path):
-  """The table's options are checked first: one line, exit 2, no traceback."""
-  result = run_example('seed_sac_table.py', '--data-dir', tmp_path,
+  """The table's options are checked first: one line, exit 2, no traceback
+  (in this process, as the test above)."""
+  result = run_example_here('seed_sac_table.py', '--data-dir', tmp_path,
                        '--max-size', 0)
   assert result.returncode == 2
   assert result.stderr == (

@@ -8,8 +8,11 @@
       --push (raw)--> table 'raw_again': every item equal to the raw push
         of the source ('raw_source'), frame for frame
 
-The command line runs as users run it, against real `rlds-reverb serve`
-processes (`--images encoded`, and raw). The formats (PNG, JPEG, 'image': a
+The command line runs as users run it (in the test's process:
+`run_cli_here`), against a real `rlds-reverb serve --images encoded` process
+with a checkpoint directory; the raw tables, which only hold what the raw
+pushes leave for comparison, are served in the test's process
+(`ServerHere`, signed for the source as `serve` signs them). The formats (PNG, JPEG, 'image': a
 source that does not say which, nested fields encoded at push time) go
 through the API on in-process servers.
 """
@@ -33,6 +36,7 @@ from tests.image_data import plain_dataset  # pylint: disable=g-import-not-at-to
 from tests.image_data import tables_for  # pylint: disable=g-import-not-at-top
 from tests.image_data import write_image_dir  # pylint: disable=g-import-not-at-top
 from tests.serve_command import Serve  # pylint: disable=g-import-not-at-top
+from tests.server_process import ServerHere  # pylint: disable=g-import-not-at-top
 
 LENGTHS = (5, 2, 7, 3)  # Every episode gives 2-step items.
 
@@ -78,9 +82,9 @@ def test_an_encoded_table_exports_frames_that_push_back_byte_for_byte(
   checkpoints = tmp_path / 'checkpoints'
   with Serve(source, tmp_path / 'encoded.err', checkpoint_dir=checkpoints,
              table_args=serve_args(ENCODED, '--images', 'encoded'),
-             names=ENCODED) as encoded, Serve(
-                 source, tmp_path / 'raw.err', table_args=serve_args(RAW),
-                 names=RAW) as raw:
+             names=ENCODED) as encoded, ServerHere(
+                 [{'name': name, 'kind': 'fifo', 'signed_for': source}
+                  for name in RAW]) as raw:
     push(source, encoded.address, 'source', '--images', 'encoded')
     push(source, raw.address, 'raw_source')
 
