@@ -757,43 +757,54 @@ def run_learner(config: dict, env=None, **popen) -> subprocess.Popen:
       **popen)
 
 
-def test_ctrl_c_stops_a_learner_that_waits_on_a_starved_table(servers):
-  """Batches 0-2 from source 0; batch 3 needs the empty table and waits in
-  C++, where the SIGINT finds the learner (TensorFlow's and Reverb's threads
-  are all started by then: a SIGINT within ~0.1 s of an iterator's start
-  crashed TF-Agents' own `as_dataset` in 1 of 9 runs). Python raises
-  KeyboardInterrupt once `next()` returns, at the latest when the watchdog
-  fails the dataset; then the process exits, its iterator still alive."""
-  learner = run_learner({
-      'sources': [servers.pairs()[0], (servers.addresses[1], 'empty')],
-      'weights': [1, [1, 0, 3]], 'timeout': 2})
+@pytest.fixture(scope='module')
+def learner_runs(servers):
+  """One learner process (a TensorFlow start, ~4 s of CPU) at TensorFlow's
+  loudest log level (TF_CPP_MIN_LOG_LEVEL=0), two mixtures in turn, each
+  iterator kept alive to the exit:
+    1. a schedule that goes bad at step 2 (batches 0, 1, then its error);
+    2. batches 0-2 from source 0; batch 3 needs an empty table and waits in
+       C++, where a SIGINT finds the learner (TensorFlow's and Reverb's
+       threads all started by then: a SIGINT within ~0.1 s of an iterator's
+       start crashed TF-Agents' own `as_dataset` in 1 of 9 runs).
+  -> (each run's stdout lines, stderr, exit status)."""
+  learner = run_learner(
+      {'runs': [{'sources': servers.pairs(), 'weights': [[1, -1, 0], 1, 1],
+                 'timeout': 30},
+                {'sources': [servers.pairs()[0],
+                             (servers.addresses[1], 'empty')],
+                 'weights': [1, [1, 0, 3]], 'timeout': 2}]},
+      env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '0'})
   try:
+    first = []
+    while not first or not first[-1].startswith('text: '):
+      first.append(learner.stdout.readline())
+      assert first[-1], (first, learner.wait(), learner.stderr.read())
     for batch in range(3):
       assert learner.stdout.readline() == f'batch {batch}\n'
     learner.send_signal(signal.SIGINT)
     out, err = learner.communicate(timeout=mixture_faults.HANG_GUARD_S)
   finally:
     learner.kill()
-  assert learner.returncode == 130, err
+  return [line.rstrip('\n') for line in first], out, err, learner.returncode
+
+
+def test_ctrl_c_stops_a_learner_that_waits_on_a_starved_table(learner_runs):
+  """Run 2 of `learner_runs`: Python raises KeyboardInterrupt once `next()`
+  returns, at the latest when the watchdog fails the dataset; then the
+  process exits, its iterators still alive."""
+  _, out, err, code = learner_runs
+  assert code == 130, err
   assert out.startswith('stopped: KeyboardInterrupt\n'), out
 
 
-def test_a_learner_sees_no_traceback_when_a_schedule_goes_bad(servers):
-  """TensorFlow's own log on (TF_CPP_MIN_LOG_LEVEL=0): an exception raised
+def test_a_learner_sees_no_traceback_when_a_schedule_goes_bad(learner_runs):
+  """Run 1 of `learner_runs`, TensorFlow's own log on: an exception raised
   inside a dataset's Python is logged there with its traceback while the
-  batch is built ahead; ours fails in the graph. The learner then exits with
-  its iterator alive."""
-  learner = run_learner(
-      {'sources': servers.pairs(), 'weights': [[1, -1, 0], 1, 1],
-       'timeout': 30},
-      env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '0'})
-  try:
-    out, err = learner.communicate(timeout=mixture_faults.HANG_GUARD_S)
-  finally:
-    learner.kill()
-  assert learner.returncode == 0, err
+  batch is built ahead; ours fails in the graph. The learner then goes on
+  (and exits, in run 2) with its iterator alive."""
+  first, _, err, _ = learner_runs
   assert 'Traceback' not in err, err
-  assert out.splitlines()[:3] == ['batch 0', 'batch 1',
-                                  'stopped: InvalidArgumentError']
+  assert first[:3] == ['batch 0', 'batch 1', 'stopped: InvalidArgumentError']
   assert ('assertion failed: [weights[0] must be a finite number >= 0, got '
-          '-1.0 from its schedule at step 2.]') in out
+          '-1.0 from its schedule at step 2.]') in first[3]
