@@ -699,19 +699,31 @@ def selected_cases(request, argname: str) -> list:
   return values
 
 
+MIXED_REPLAY = 'mixed_replay'  # The case of `rlds_reverb.mixed_replay`.
+
+
+def killed_dataset(case: str, alive: str, doomed: str) -> tf.data.Dataset:
+  """The case's mixture of `alive`'s and `doomed`'s tables 'replay'."""
+  if case == MIXED_REPLAY:
+    return rlds_reverb.mixed_replay((alive, 'replay'), (doomed, 'replay'),
+                                    0.5, 8, timeout=1)
+  weights, refresh = KILLED[case]
+  return rlds_reverb.replay_mixture(
+      [(alive, 'replay'), (doomed, 'replay')], weights, 8,
+      refresh_sizes_every=refresh, timeout=1)
+
+
 @pytest.fixture(scope='module')
 def killed_errors(request, cartpole):
   """case -> (address, error of `next()`): one server process (a TensorFlow
-  start, ~4 s of CPU) killed under a mixture of every selected KILLED case
-  at once, each two batches in, each with its own watchdog."""
+  start, ~4 s of CPU) killed under a mixture of every selected case (of
+  KILLED, and MIXED_REPLAY) at once, each two batches in, each with its own
+  watchdog."""
   cases = selected_cases(request, 'case')
   with mixture_faults.doomed_server() as doomed:
     iterators = {}
     for case in cases:
-      weights, refresh = KILLED[case]
-      iterators[case] = iter(rlds_reverb.replay_mixture(
-          [(cartpole, 'replay'), (doomed.address, 'replay')], weights, 8,
-          refresh_sizes_every=refresh, timeout=1))
+      iterators[case] = iter(killed_dataset(case, cartpole, doomed.address))
       next(iterators[case])
       next(iterators[case])
     doomed.kill()  # SIGKILL, while the mixtures sample it.
@@ -725,6 +737,18 @@ def test_a_killed_server_fails_the_mixture_naming_it(killed_errors, case):
   assert mixture_faults.one_line(error) == (
       f'The Reverb server at {address} did not answer for 1 s, so the '
       f'source 1 table replay cannot be sampled: the server stopped or cannot '
+      f'be reached, and Reverb retries without end.')
+
+
+@pytest.mark.parametrize('case', [MIXED_REPLAY])
+def test_a_killed_online_server_fails_the_mixed_replay_naming_it(
+    killed_errors, case):
+  """`mixed_replay` has `replay_mixture`'s watchdog; its message names the
+  online table (tests/test_mixed_replay.py has the rest of it)."""
+  address, error = killed_errors[case]
+  assert mixture_faults.one_line(error) == (
+      f'The Reverb server at {address} did not answer for 1 s, so the '
+      f'online table replay cannot be sampled: the server stopped or cannot '
       f'be reached, and Reverb retries without end.')
 
 
@@ -773,7 +797,13 @@ def learner_runs(servers):
                  'timeout': 30},
                 {'sources': [servers.pairs()[0],
                              (servers.addresses[1], 'empty')],
-                 'weights': [1, [1, 0, 3]], 'timeout': 2}]},
+                 # The SIGINT must come before the watchdog's failure: batch
+                 # 3's rows are due (its clock runs) as soon as tf.data has
+                 # built ahead to it, seconds before 'batch 2' is read on a
+                 # loaded machine (with 2 s this test failed in suite runs
+                 # under load: likely that race). The test waits out the rest
+                 # of it after the SIGINT.
+                 'weights': [1, [1, 0, 3]], 'timeout': 5}]},
       env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '0'})
   try:
     first = []
