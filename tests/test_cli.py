@@ -1,8 +1,9 @@
 """The `rlds-reverb` command, run as users run it: a subprocess per invocation.
 
-Real TFDS directories written here, real Reverb servers (in this process, or
-`rlds-reverb serve` as a subprocess). Each run starts TensorFlow (~5 s), so
-each invocation checks several things at once.
+Real TFDS directories written here, real Reverb servers in this process
+(`rlds-reverb serve` as a subprocess: tests/test_serve.py). A subprocess
+starts TensorFlow (~5 s), so each checks several things at once; commands
+whose output and exit code are the check run here (`run_cli_here`).
 """
 
 import json
