@@ -11,6 +11,12 @@ and 'text: ...' (the error's text on one line), then exits 130 for an
 interrupt, else 0, its iterator still alive. A weight is a number, 'size'
 for all, or a schedule [a, b, start]: a + b * step from step `start`, 0
 before it.
+
+    python -m tests.mixture_learner '{"runs": [CONFIG, CONFIG, ...]}'
+
+Several learners, one after the other in one process (one TensorFlow
+start): each run's lines as above, every iterator kept alive to the exit;
+exits as the last run says.
 """
 
 import json
@@ -18,6 +24,8 @@ import os
 import sys
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+
+_ALIVE = []  # `main_runs`' iterators, alive until the interpreter exits.
 
 
 def schedule(a: float, b: float, start: int):
@@ -39,12 +47,15 @@ def stop_name(error: BaseException) -> str:
   return type(error).__name__
 
 
-def main(config) -> int:
+def main(config, alive=None) -> int:
+  """One learner; `alive`, a list, keeps its iterator to the exit."""
   import rlds_reverb  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   dataset = rlds_reverb.replay_mixture(
       [tuple(source) for source in config['sources']],
       weights_of(config['weights']), 4, timeout=config['timeout'])
   iterator = iter(dataset)
+  if alive is not None:
+    alive.append(iterator)
   try:
     batch = 0
     while True:
@@ -58,5 +69,14 @@ def main(config) -> int:
   return 130 if name == 'KeyboardInterrupt' else 0
 
 
+def main_runs(configs) -> int:
+  """`main` for each config in turn; the last one's exit status."""
+  code = 0
+  for config in configs:
+    code = main(config, _ALIVE)
+  return code
+
+
 if __name__ == '__main__':
-  sys.exit(main(json.loads(sys.argv[1])))
+  CONFIG = json.loads(sys.argv[1])
+  sys.exit(main_runs(CONFIG['runs']) if 'runs' in CONFIG else main(CONFIG))

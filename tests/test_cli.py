@@ -1,8 +1,9 @@
 """The `rlds-reverb` command, run as users run it: a subprocess per invocation.
 
-Real TFDS directories written here, real Reverb servers (in this process, or
-`rlds-reverb serve` as a subprocess). Each run starts TensorFlow (~5 s), so
-each invocation checks several things at once.
+Real TFDS directories written here, real Reverb servers in this process
+(`rlds-reverb serve` as a subprocess: tests/test_serve.py). A subprocess
+starts TensorFlow (~5 s), so each checks several things at once; commands
+whose output and exit code are the check run here (`run_cli_here`).
 """
 
 import json
@@ -185,34 +186,6 @@ class TestPush:
     assert f'No Reverb server answered at {silent_address} within 1 s' in line
 
 
-def test_serve_push_and_stop(dirs, tmp_path):
-  """serve prints its address, takes a push, checkpoints and exits 0 on TERM."""
-  process = subprocess.Popen(
-      [sys.executable, '-m', 'rlds_reverb', 'serve', '--dataset', dirs['clean'],
-       '--table', 'replay', '--sampler', 'fifo', '--max-size', '100',
-       '--checkpoint-dir', tmp_path / 'ckpt'],
-      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-  try:
-    line = process.stdout.readline()
-    assert line.startswith('serving replay on '), (line, process.poll())
-    address = line.split()[-1]
-    result = rlds_reverb.push(rlds_data.as_rlds(CLEAN), address, 'replay')
-    assert result.items == 6
-    info = reverb.Client(address).server_info(timeout=10)['replay']
-    assert info.current_size == 6
-    assert info.signature == specs.table_signature(
-        rlds_reverb.create_trajectory_data_spec(rlds_data.as_rlds(CLEAN)))
-    process.send_signal(signal.SIGTERM)
-    _, stderr = process.communicate(timeout=HANG_GUARD_S)
-    assert process.returncode == 0, stderr
-    assert 'checkpoint written to' in stderr
-    assert any((tmp_path / 'ckpt').rglob('DONE'))
-  finally:
-    if process.poll() is None:
-      process.kill()
-      process.communicate()
-
-
 def test_inspect_json_and_plot(dirs, tmp_path):
   plot = tmp_path / 'episodes.png'
   result = run_cli('inspect', '--dataset', dirs['clean'], '--json',
@@ -234,7 +207,9 @@ def test_inspect_json_and_plot(dirs, tmp_path):
 @pytest.mark.skipif(not BUNDLED_DIR.is_dir(),
                     reason=f'the bundled dataset is not at {BUNDLED_DIR}')
 def test_demo_on_the_bundled_dataset():
-  result = run_cli('demo')
+  """In this process: Reverb's native lines are silenced while the command
+  runs (`quiet.quieted`), and fd 2 is captured here too."""
+  result = run_cli_here('demo')
   assert result.returncode == 0, result.stderr
   lines = {line.split()[0]: line for line in result.stdout.splitlines()}
   assert set(lines) == {'dataset', 'spec', 'server', 'pushed', 'sampled'}

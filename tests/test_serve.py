@@ -41,8 +41,9 @@ def checkpoint_names(root) -> list:
 
 
 def test_sigusr1_survives_sigkill_and_sigterm_checkpoints(
-    dataset, pushed_items, tmp_path):
-  """SIGUSR1 checkpoint, SIGKILL, restore; push, SIGTERM, restore again."""
+    dataset, pushed_items, signature, tmp_path):
+  """SIGUSR1 checkpoint, SIGKILL, restore; push, SIGTERM, restore again. The
+  root does not exist before: serve makes it."""
   root = tmp_path / 'ckpt'
   with Serve(dataset, tmp_path / 'first.err', root) as serve:
     assert 'starts empty' in serve.stderr()
@@ -59,9 +60,13 @@ def test_sigusr1_survives_sigkill_and_sigterm_checkpoints(
     assert (f"restored checkpoint {root / first}: 6 items in '{TABLE}'"
             in serve.stderr())
     push(serve.address)
+    info = reverb.Client(serve.address).server_info(timeout=10)[TABLE]
+    assert info.current_size == 12
+    assert info.signature == signature  # The dataset's, as serve made it.
     assert serve.stop(signal.SIGTERM) == 0, serve.stderr()
     [second] = checkpoint_names(root)  # Reverb keeps the newest only.
     assert f'checkpoint written to {root / second}' in serve.stderr()
+    assert (root / second / checkpoints.DONE).exists()
 
   # A newer checkpoint without DONE, as if a server died while writing it.
   broken = '9999-12-31T23:59:59+00:00'
@@ -104,21 +109,6 @@ def test_incomplete_checkpoint_starts_empty_and_write_failures_are_one_line(
   [line] = error_lines(stderr)
   assert line.startswith(
       f'rlds-reverb: error: Could not write a checkpoint to {root}: ')
-
-
-def test_sigusr1_without_checkpoint_dir_keeps_serving(dataset, tmp_path):
-  with Serve(dataset, tmp_path / 'serve.err') as serve:
-    push(serve.address)
-    serve.process.send_signal(signal.SIGUSR1)
-    serve.wait_for_note('SIGUSR1: no checkpoint written, serve has no '
-                        '--checkpoint-dir; still serving')
-    assert serve.size() == 6
-    assert serve.stop(signal.SIGTERM) == 0
-    assert 'checkpoint written to' not in serve.stderr()
-    assert serve.stderr().splitlines()[-1] == (
-        "rlds-reverb: stopped without --checkpoint-dir: the 6 items of table "
-        "'replay' are discarded (serve --checkpoint-dir DIR writes a "
-        "checkpoint at stop and reloads it)")
 
 
 def test_checkpoint_of_another_signature_fails_with_a_line_per_field(
@@ -176,16 +166,19 @@ def size_on_disk(path) -> int:
   return sum(file.stat().st_size for file in pathlib.Path(path).iterdir())
 
 
-def test_serve_says_what_it_loads_before_reverb_loads_it(dataset, signature,
-                                                         tmp_path):
+def test_serve_says_what_it_loads_before_reverb_loads_it(
+    dataset, signature, pushed_items, tmp_path):
   """Items per table (held: inserted - deleted), size on disk and about how
   long, from the tables file, before Reverb's own first line (--debug shows
-  Reverb's lines)."""
+  Reverb's lines). On --port 0, serve listens on a free port it prints
+  (Reverb given port 0 would listen on a port it does not report): a push
+  there comes back with the restored items."""
   root = tmp_path / 'ckpt'
   path = _two_table_checkpoint(root, signature)
-  with Serve(dataset, tmp_path / 'serve.err', checkpoint_dir=root,
+  with Serve(dataset, tmp_path / 'serve.err', checkpoint_dir=root, port=0,
              table_args=('--debug', '--table', TABLE, '--table', OTHER),
              names=(TABLE, OTHER)) as serve:
+    assert serve.port != 0
     lines = serve.wait_for_note('restored checkpoint').splitlines()
     loading = (f"rlds-reverb: loading checkpoint {path}: 6 items in "
                f"'{OTHER}', 4 items in '{TABLE}' "
@@ -198,6 +191,10 @@ def test_serve_says_what_it_loads_before_reverb_loads_it(dataset, signature,
     assert reverb_loads and lines.index(loading) < reverb_loads[0], lines
     assert (f"rlds-reverb: restored checkpoint {path}: 6 items in '{OTHER}', "
             f"4 items in '{TABLE}'") in lines
+    with pytest.warns(rlds_reverb.TableNotEmptyWarning):
+      rlds_reverb.push(rlds_data.as_rlds(CLEAN), serve.address, OTHER)
+    assert (reverb_tables.as_multiset(reverb_tables.drain(serve.address, OTHER))
+            == reverb_tables.as_multiset(pushed_items * 2))
     assert serve.stop(signal.SIGTERM) == 0
 
 
@@ -239,7 +236,10 @@ def free_port() -> int:
 
 def test_second_serve_on_a_served_port_is_refused(dataset, pushed_items,
                                                   tmp_path):
-  """gRPC would let it listen there too, and pushes would land on either."""
+  """One `serve` process (a TensorFlow start) without --checkpoint-dir: a
+  second serve on its port is refused (gRPC would let it listen there too,
+  and pushes would land on either); SIGUSR1 writes nothing and it serves
+  on; Ctrl-C says what is discarded."""
   port = free_port()
   with Serve(dataset, tmp_path / 'first.err', port=port) as first:
     assert first.address == f'localhost:{port}'
@@ -258,8 +258,22 @@ def test_second_serve_on_a_served_port_is_refused(dataset, pushed_items,
     push(f'[::1]:{port}')
     assert (reverb_tables.as_multiset(reverb_tables.drain(first.address, TABLE))
             == reverb_tables.as_multiset(pushed_items * 2))
-    assert first.stop(signal.SIGINT) == 0, first.stderr()  # Ctrl-C.
-  assert 'Traceback' not in first.stderr()
+
+    push(first.address)
+    first.process.send_signal(signal.SIGUSR1)
+    first.wait_for_note('SIGUSR1: no checkpoint written, serve has no '
+                        '--checkpoint-dir; still serving')
+    assert first.size() == 6
+    # Ctrl-C; SIGTERM takes the same path (serve's `_on_stop`), and is
+    # sent in `test_sigusr1_survives_sigkill_and_sigterm_checkpoints`.
+    assert first.stop(signal.SIGINT) == 0, first.stderr()
+  stderr = first.stderr()
+  assert 'Traceback' not in stderr
+  assert 'checkpoint written to' not in stderr
+  assert stderr.splitlines()[-1] == (
+      "rlds-reverb: stopped without --checkpoint-dir: the 6 items of table "
+      "'replay' are discarded (serve --checkpoint-dir DIR writes a "
+      "checkpoint at stop and reloads it)")
   rlds_reverb.check_port_free(port)
 
 
@@ -285,17 +299,6 @@ def test_port_out_of_range_is_a_usage_error(dataset, port):
   assert result.stderr.splitlines()[-1] == (
       'rlds-reverb serve: error: argument --port: must be a port from 1 to '
       f"65535 (or 0 for a free one), got '{port}'")
-
-
-def test_port_0_serves_on_a_free_port_it_prints(dataset, pushed_items,
-                                                tmp_path):
-  """Reverb given port 0 would listen on a port it does not report."""
-  with Serve(dataset, tmp_path / 'serve.err', port=0) as serve:
-    assert serve.port != 0
-    push(serve.address)
-    assert (reverb_tables.as_multiset(reverb_tables.drain(serve.address, TABLE))
-            == reverb_tables.as_multiset(pushed_items))
-    assert serve.stop(signal.SIGTERM) == 0
 
 
 # Which checkpoint Reverb loads, against what `checkpoints.find` says.
