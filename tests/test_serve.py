@@ -13,12 +13,14 @@ import signal
 import socket
 import zlib
 
+import numpy as np
 import pytest
 import reverb
 
 import rlds_reverb
 from rlds_reverb import checkpoints
 from rlds_reverb._util import wording
+from rlds_reverb.cli import serve as serve_cli
 from tests import reverb_tables
 from tests import rlds_data
 from tests.cli_data import CLEAN
@@ -436,3 +438,31 @@ def test_writable_error_read_only(tmp_path):
   read_only.mkdir(mode=0o500)
   assert checkpoints.writable_error(str(read_only)) == (
       f'{read_only} is not writable: Permission denied')
+
+
+@pytest.mark.parametrize('sizes, text', [
+    ({'replay': 0}, 'stopped without --checkpoint-dir; the table was empty, '
+     'nothing is discarded'),
+    ({'replay': 0, 'other': 0}, 'stopped without --checkpoint-dir; every '
+     'table was empty, nothing is discarded'),
+    ({'replay': 1, 'other': 0}, "stopped without --checkpoint-dir: the 1 item "
+     "of table 'replay' is discarded (serve --checkpoint-dir DIR writes a "
+     "checkpoint at stop and reloads it)"),
+])
+def test_the_stop_line_says_what_is_discarded(sizes, text):
+  """serve's last line at a stop without --checkpoint-dir (a served process
+  says it in test_second_serve_on_a_served_port_is_refused), worded from
+  the tables as they are; here on a server in the test's process."""
+  server = reverb_tables.start_server(
+      [reverb_tables.fifo_table(name) for name in sizes])
+  try:
+    client = reverb.Client(reverb_tables.address(server))
+    for name, size in sizes.items():
+      with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+        for _ in range(size):
+          writer.append({'x': np.float32(1)})
+          writer.create_item(name, 1.0, {'x': writer.history['x'][-1]})
+        writer.flush(timeout_ms=10_000)
+    assert serve_cli._discarded_text(client, list(sizes)) == text  # pylint: disable=protected-access
+  finally:
+    server.stop()

@@ -311,3 +311,20 @@ def test_killed_push_leaves_no_worker_running(dataset_dir):
     assert sum('spawn_main' in proc.cmd for proc in procs) == 2, procs
     _, stderr, left = process_tree.kill_parent(push, procs, HANG_GUARD_S)
   assert left == [], stderr
+
+
+@pytest.mark.parametrize('arguments, message', [
+    (dict(workers=0), 'workers and servers must be >= 1, got 0 and 1.'),
+    (dict(servers=0), 'workers and servers must be >= 1, got 2 and 0.'),
+    (dict(on_invalid='stop'),
+     "on_invalid: 'raise' or 'skip' (a build is all or nothing), got "
+     "'stop'."),
+])
+def test_build_shards_refuses_bad_arguments_before_any_process(
+    arguments, message, dataset_dir, tmp_path):
+  settings = {'workers': 2, 'servers': 1, **arguments}
+  with pytest.raises(ValueError) as error:
+    rlds_reverb.build_shards(dataset_dir, str(tmp_path / 'built'), ['a'],
+                             **settings)
+  assert str(error.value) == message
+  assert not (tmp_path / 'built').exists()
