@@ -36,6 +36,17 @@ def run_cli_here(*args) -> subprocess.CompletedProcess:
   the tests that run the command with `run_cli`.
   """
   argv = list(map(str, args))
+  with captured() as output:
+    code = exit_code(cli.main, argv)
+  return subprocess.CompletedProcess(argv, code, *output)
+
+
+@contextlib.contextmanager
+def captured():
+  """File descriptors 1 and 2 (and sys.stdout, sys.stderr on them) into
+  files, under the hang guard; yields a list that holds (stdout, stderr)
+  once the block ends. Native writes (Reverb, TensorFlow) are caught too."""
+  result = []
   with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
     sys.stdout.flush()
     sys.stderr.flush()
@@ -47,7 +58,7 @@ def run_cli_here(*args) -> subprocess.CompletedProcess:
     sys.stderr = open(os.dup(2), 'w', buffering=1, encoding='utf-8')
     try:
       with _hang_guard(saved[1]):
-        code = _exit_code(cli.main, argv)
+        yield result
     finally:
       for stream in (sys.stdout, sys.stderr):
         stream.close()
@@ -55,10 +66,9 @@ def run_cli_here(*args) -> subprocess.CompletedProcess:
       for fd, copy in zip((1, 2), saved):
         os.dup2(copy, fd)
         os.close(copy)
-    out.seek(0)
-    err.seek(0)
-    return subprocess.CompletedProcess(argv, code, out.read().decode(),
-                                       err.read().decode())
+      out.seek(0)
+      err.seek(0)
+      result.extend((out.read().decode(), err.read().decode()))
 
 
 @contextlib.contextmanager
@@ -75,7 +85,7 @@ def _hang_guard(stderr_fd: int):
       faulthandler.cancel_dump_traceback_later()
 
 
-def _exit_code(main, argv) -> int:
+def exit_code(main, argv) -> int:
   """`main(argv)`'s return, or its SystemExit's code as a process's status."""
   try:
     return main(argv)

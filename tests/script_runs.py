@@ -23,10 +23,9 @@ import os
 import runpy
 import subprocess
 import sys
-import tempfile
 
-from tests.cli_runs import _exit_code  # pylint: disable=protected-access
-from tests.cli_runs import _hang_guard  # pylint: disable=protected-access
+from tests.cli_runs import captured
+from tests.cli_runs import exit_code
 
 
 def run_script_here(path, *args, cwd=None) -> subprocess.CompletedProcess:
@@ -44,9 +43,9 @@ def run_here(function, *args, cwd=None) -> subprocess.CompletedProcess:
 
 
 def _run(main, args, argv, cwd, path0) -> subprocess.CompletedProcess:
-  with _script_state(argv, cwd, path0), _captured() as captured:
-    code = _exit_code(main, args)
-  return subprocess.CompletedProcess(args, code, *captured)
+  with _script_state(argv, cwd, path0), captured() as output:
+    code = exit_code(main, args)
+  return subprocess.CompletedProcess(args, code, *output)
 
 
 def _run_main(argv) -> int:
@@ -80,32 +79,3 @@ def _script_state(argv, cwd, path0):
     tf_logger.setLevel(saved[5])
     tf_logger.filters[:] = saved[6]
     sys.modules['__main__'] = saved[7]
-
-
-@contextlib.contextmanager
-def _captured():
-  """File descriptors 1 and 2 (and sys.stdout, sys.stderr on them) into
-  files; yields a list that holds (stdout, stderr) once the block ends."""
-  result = []
-  with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-    sys.stdout.flush()
-    sys.stderr.flush()
-    streams = sys.stdout, sys.stderr
-    saved = os.dup(1), os.dup(2)
-    os.dup2(out.fileno(), 1)
-    os.dup2(err.fileno(), 2)
-    sys.stdout = open(os.dup(1), 'w', buffering=1, encoding='utf-8')
-    sys.stderr = open(os.dup(2), 'w', buffering=1, encoding='utf-8')
-    try:
-      with _hang_guard(saved[1]):
-        yield result
-    finally:
-      for stream in (sys.stdout, sys.stderr):
-        stream.close()
-      sys.stdout, sys.stderr = streams
-      for fd, copy in zip((1, 2), saved):
-        os.dup2(copy, fd)
-        os.close(copy)
-      out.seek(0)
-      err.seek(0)
-      result.extend((out.read().decode(), err.read().decode()))
