@@ -6,6 +6,7 @@ DirectRunner, Dask).
 
 import os
 
+import pytest
 import reverb
 import tensorflow as tf
 
@@ -31,6 +32,18 @@ def signature_of(source):
   data = rlds_reverb.load(source)
   return specs.table_signature(specs.trajectory_spec(
       specs.step_format(data).spec))
+
+
+# Module fixtures for the test files that import them: the source written
+# once per module, and its table signature.
+@pytest.fixture(scope='module')
+def source(tmp_path_factory):
+  return write_source(tmp_path_factory.mktemp('source'))
+
+
+@pytest.fixture(scope='module')
+def signature(source):  # pylint: disable=redefined-outer-name
+  return signature_of(source)
 
 
 def _keep(server, servers):

@@ -28,6 +28,8 @@ from rlds_reverb import tables
 from rlds_reverb import dask_worker
 from rlds_reverb.checkpoints import parts
 from tests import built_servers
+from tests.built_servers import signature  # pylint: disable=unused-import
+from tests.built_servers import source  # pylint: disable=unused-import
 from tests import export_data
 from tests import reverb_tables
 
@@ -41,16 +43,6 @@ def cluster():
   """A LocalCluster of 2 worker processes, one thread each."""
   with dask_worker.local_cluster(2) as address:
     yield address
-
-
-@pytest.fixture(scope='module')
-def source(tmp_path_factory):
-  return built_servers.write_source(tmp_path_factory.mktemp('source'))
-
-
-@pytest.fixture(scope='module')
-def signature(source):
-  return built_servers.signature_of(source)
 
 
 def on_dask(address):

@@ -21,6 +21,8 @@ pytest.importorskip('dask.distributed')
 from rlds_reverb import tables
 from rlds_reverb.checkpoints import parts
 from tests import built_servers
+from tests.built_servers import signature  # pylint: disable=unused-import
+from tests.built_servers import source  # pylint: disable=unused-import
 from tests import reverb_tables
 from tests.cli_runs import HANG_GUARD_S
 from tests.cli_runs import error_lines
@@ -28,16 +30,6 @@ from tests.cli_runs import run_cli
 
 pytestmark = pytest.mark.slow
 TABLE = built_servers.TABLE
-
-
-@pytest.fixture(scope='module')
-def source(tmp_path_factory):
-  return built_servers.write_source(tmp_path_factory.mktemp('source'))
-
-
-@pytest.fixture(scope='module')
-def signature(source):
-  return built_servers.signature_of(source)
 
 
 def _unquieted():

@@ -27,6 +27,8 @@ from rlds_reverb.checkpoints import parts  # pylint: disable=g-import-not-at-top
 from rlds_reverb.errors import CheckpointWriteError  # pylint: disable=g-import-not-at-top
 from tests import extras  # pylint: disable=g-import-not-at-top
 from tests import built_servers  # pylint: disable=g-import-not-at-top
+from tests.built_servers import signature  # pylint: disable=unused-import,g-import-not-at-top
+from tests.built_servers import source  # pylint: disable=unused-import,g-import-not-at-top
 from tests import process_tree  # pylint: disable=g-import-not-at-top
 from tests.cli_runs import HANG_GUARD_S  # pylint: disable=g-import-not-at-top
 
@@ -35,16 +37,6 @@ SERVERS = built_servers.SERVERS
 TABLE = built_servers.TABLE
 loaded_items = built_servers.loaded_items
 assert_same_items = built_servers.assert_same_items
-
-
-@pytest.fixture(scope='module')
-def source(tmp_path_factory):
-  return built_servers.write_source(tmp_path_factory.mktemp('source'))
-
-
-@pytest.fixture(scope='module')
-def signature(source):
-  return built_servers.signature_of(source)
 
 
 @pytest.fixture(scope='module')
