@@ -14,6 +14,7 @@ Two more sets of episodes settle after noise, as a robot arm comes to rest:
 on a constant, and on zeros; snappy shrinks their later chunks only.
 """
 
+import functools
 import os
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
@@ -156,13 +157,7 @@ def built_checkpoint(blocks, spec, item_plan, tables, root, **options):
 def read_blocks():
   """`source_blocks` kept per source for the module: five cases plan the
   same 5,030 steps of 'source', read and converted once."""
-  kept = {}
-
-  def read(source):
-    if source not in kept:
-      kept[source] = source_blocks(source)
-    return kept[source]
-  return read
+  return functools.lru_cache(maxsize=None)(source_blocks)
 
 
 def source_blocks(source):
