@@ -14,12 +14,13 @@ import sys
 import tempfile
 
 from rlds_reverb import cli
+from tests import warm_process
 
 HANG_GUARD_S = 120
 
 
 def run_cli(*args, env=None, timeout=HANG_GUARD_S):
-  return subprocess.run(
+  return warm_process.run(
       [sys.executable, '-m', 'rlds_reverb', *map(str, args)],
       capture_output=True, text=True, timeout=timeout,
       env=env if env is not None else os.environ.copy())

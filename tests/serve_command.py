@@ -20,6 +20,7 @@ import reverb
 import rlds_reverb
 from tests import reverb_tables
 from tests import rlds_data
+from tests import warm_process
 from tests.cli_data import CLEAN
 from tests.cli_data import write_tfds
 from tests.cli_runs import HANG_GUARD_S
@@ -69,7 +70,7 @@ class Serve:
       command += ['--port', str(port)]
     self.stderr_path = pathlib.Path(stderr_path)
     with open(self.stderr_path, 'w') as stderr:
-      self.process = subprocess.Popen(command, stdout=subprocess.PIPE,
+      self.process = warm_process.WarmPopen(command, stdout=subprocess.PIPE,
                                       stderr=stderr, text=True)
     self.address = None
 

@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+from tests import warm_process
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
@@ -61,7 +62,7 @@ class ServerProcess:
   """Starts `main` in a subprocess; `address`, `kill()`, a context manager."""
 
   def __init__(self, configs):
-    self.process = subprocess.Popen(
+    self.process = warm_process.WarmPopen(
         [sys.executable, '-m', 'tests.server_process', json.dumps(configs)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True)

@@ -30,6 +30,7 @@ from tests import built_servers  # pylint: disable=g-import-not-at-top
 from tests.built_servers import signature  # pylint: disable=unused-import,g-import-not-at-top
 from tests.built_servers import source  # pylint: disable=unused-import,g-import-not-at-top
 from tests import process_tree  # pylint: disable=g-import-not-at-top
+from tests import warm_process
 from tests.cli_runs import HANG_GUARD_S  # pylint: disable=g-import-not-at-top
 
 LENGTHS = built_servers.LENGTHS
@@ -267,7 +268,7 @@ def test_killed_build_leaves_no_worker_running(source, tmp_path):
   """`kill -9` of `build --workers 2 --servers 2` as soon as its workers
   exist: they (still starting, or tied already) and multiprocessing's
   resource tracker end too, instead of waiting forever for work."""
-  build = subprocess.Popen(
+  build = warm_process.WarmPopen(
       [sys.executable, '-m', 'rlds_reverb', 'build', '--dataset', source,
        '--out', tmp_path / 'built', '--table', TABLE.name, '--workers', '2',
        '--servers', str(SERVERS)],

@@ -26,6 +26,7 @@ from rlds_reverb import specs
 from rlds_reverb import tables
 from tests import reverb_tables
 from tests import rlds_data
+from tests import warm_process
 from tests.cli_data import CLEAN
 from tests.cli_data import MIXED
 from tests.cli_data import dirs  # pylint: disable=unused-import
@@ -295,7 +296,7 @@ def test_closed_pipe_ends_quietly_with_141(dirs, tmp_path, args, closed):
   """As `rlds-reverb ... | head` when head has gone: no error, no 'Exception
   ignored', exit status 128 + SIGPIPE."""
   places = {'CLEAN': dirs['clean'], 'NOWHERE': str(tmp_path / 'nowhere')}
-  process = subprocess.Popen(
+  process = warm_process.WarmPopen(
       [sys.executable, '-m', 'rlds_reverb',
        *[places.get(arg, arg) for arg in args]],
       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -20,6 +20,7 @@ from rlds_reverb import checkpoints
 from rlds_reverb._util import wording
 from tests import export_data
 from tests import reverb_tables
+from tests import warm_process
 from tests.cli_runs import HANG_GUARD_S
 from tests.cli_runs import error_lines
 from tests.cli_runs import run_cli
@@ -201,7 +202,7 @@ def big_dataset(tmp_path_factory):
 def signalled_mid_build(dataset_dir, out, signum) -> subprocess.Popen:
   """`rlds-reverb build` signalled once its checkpoint directory appears
   (the data was read ahead, and the writing began)."""
-  process = subprocess.Popen(
+  process = warm_process.WarmPopen(
       [sys.executable, '-m', 'rlds_reverb', 'build', '--dataset',
        dataset_dir, '--out', str(out)],
       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

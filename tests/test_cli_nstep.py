@@ -13,6 +13,7 @@ import pytest
 from rlds_reverb import cli
 from tests import nstep_data
 from tests import reverb_tables
+from tests import warm_process
 from tests.cli_data import write_tfds
 from tests.cli_runs import HANG_GUARD_S
 from tests.cli_runs import error_lines
@@ -30,7 +31,7 @@ def dataset(tmp_path_factory):
 @pytest.fixture(scope='module')
 def served(dataset):
   """`rlds-reverb serve --n-step` on a free port; its address."""
-  process = subprocess.Popen(
+  process = warm_process.WarmPopen(
       [sys.executable, '-m', 'rlds_reverb', 'serve', '--dataset', dataset,
        '--table', TABLE, '--n-step', '--port', '0'],
       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

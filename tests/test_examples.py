@@ -25,6 +25,7 @@ import pytest
 import tensorflow_datasets as tfds
 
 from tests import cli_data
+from tests import warm_process
 from tests.script_runs import run_script_here
 
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / 'examples'
@@ -43,7 +44,7 @@ HALFCHEETAH_ITEMS = sum(length - 1 for length, _ in HALFCHEETAH_EPISODES)
 
 def run_example(script, *args, cwd=None):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
-  result = subprocess.run(
+  result = warm_process.run(
       [sys.executable, str(EXAMPLES / script), *map(str, args)],
       capture_output=True, text=True, timeout=HANG_GUARD_S, cwd=cwd, env=env)
   # Every run, failed ones too, ends without a traceback at exit.

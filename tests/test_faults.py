@@ -33,6 +33,7 @@ from rlds_reverb._util import wording
 from rlds_reverb.write import writer as writer_lib
 from tests import reverb_tables
 from tests import rlds_data
+from tests import warm_process
 from tests.cli_data import CLEAN
 from tests.cli_data import corrupt_second_record
 from tests.cli_data import write_tfds
@@ -92,7 +93,7 @@ def dirs(tmp_path_factory):
 
 
 def _start_push(*args):
-  return subprocess.Popen(
+  return warm_process.WarmPopen(
       [sys.executable, '-m', 'rlds_reverb', 'push', *map(str, args)],
       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

@@ -18,6 +18,7 @@ import rlds_reverb
 from rlds_reverb import specs
 from rlds_reverb import validation
 from tests import reverb_tables
+from tests import warm_process
 from tests.cli_runs import HANG_GUARD_S
 
 BUNDLED_EPISODES, BUNDLED_STEPS = 64, 9932
@@ -27,7 +28,7 @@ def run_on_terminal(*args) -> str:
   """The command's stderr, written to a pseudo-terminal of 120x40."""
   leader, follower = pty.openpty()
   fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack('HHHH', 40, 120, 0, 0))
-  process = subprocess.Popen(
+  process = warm_process.WarmPopen(
       [sys.executable, '-m', 'rlds_reverb', *args], stdout=subprocess.DEVNULL,
       stderr=follower)
   os.close(follower)

@@ -16,6 +16,7 @@ from benchmarks import record_crash  # pylint: disable=g-import-not-at-top
 import rlds_reverb  # pylint: disable=g-import-not-at-top
 from tests import reverb_tables  # pylint: disable=g-import-not-at-top
 from tests import rlds_dirs  # pylint: disable=g-import-not-at-top
+from tests import warm_process
 from tests.cli_runs import HANG_GUARD_S  # pylint: disable=g-import-not-at-top
 from tests.cli_runs import run_cli_here  # pylint: disable=g-import-not-at-top
 
@@ -30,7 +31,7 @@ def record_in_two_processes(root):
   """Actor 1 in a child process while actor 0 records in this one; their
   directories."""
   directories = [os.path.join(root, f'actor{actor}') for actor in EPISODES]
-  child = subprocess.Popen(
+  child = warm_process.WarmPopen(
       [sys.executable, '-c', ACTOR, directories[1], str(EPISODES[1]), '1'],
       stderr=subprocess.PIPE, text=True)
   try:

@@ -20,6 +20,7 @@ from rlds_reverb._util import wording
 from tests import process_tree
 from tests import reverb_tables
 from tests import rlds_data
+from tests import warm_process
 from tests.cli_data import write_tfds
 from tests.cli_runs import HANG_GUARD_S
 from tests.cli_runs import error_lines
@@ -272,7 +273,7 @@ def test_a_script_without_the_main_guard_is_told_what_to_do(
   workers end at the call, before they push or build anything."""
   script = tmp_path / 'load.py'
   script.write_text(UNGUARDED_SCRIPTS[caller])
-  result = subprocess.run(
+  result = warm_process.run(
       [sys.executable, str(script), dataset_dir, reverb_tables.address(server),
        str(tmp_path / 'built')],
       capture_output=True, text=True, timeout=HANG_GUARD_S)
@@ -296,7 +297,7 @@ def test_killed_push_leaves_no_worker_running(dataset_dir):
   """`kill -9` of `push --workers 2` while both workers push (the queue is
   full: they wait on it): they and multiprocessing's resource tracker end."""
   with ServerProcess([{'name': 'queue', 'kind': 'queue', 'size': 3}]) as server:
-    push = subprocess.Popen(
+    push = warm_process.WarmPopen(
         [sys.executable, '-m', 'rlds_reverb', 'push', '--dataset',
          dataset_dir, '--server', server.address, '--table', 'queue',
          '--workers', '2'],

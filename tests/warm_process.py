@@ -1,0 +1,339 @@
+"""Python processes forked from one that has already imported TensorFlow.
+
+A test that needs a real process (signals, a killed server, exit status,
+stdout and stderr of its own) pays ~3 s of CPU for Python, TensorFlow and
+Reverb to import before the process does anything; the default tier starts
+dozens. `WarmPopen` is `subprocess.Popen` for `python -m MODULE ...`,
+`python -c CODE ...` and `python SCRIPT ...`, but forks the process from a
+zygote that imported them once per test worker:
+
+    test worker --request (argv, env, cwd; fds 0-2 over a Unix socket)--> zygote
+    zygote --fork--> child: fds 0-2, env, cwd, argv set, then runs the
+                     module, code or script as __main__; exits as Python
+                     does (atexit, finalizers; an uncaught Ctrl-C dies of it)
+    zygote --pid, then the wait status when the child ends--> WarmPopen
+
+The child is a real process of its own: its pid takes signals, it can be
+killed, its exit status and output are its own. What it does not show is
+what happens while those modules import (their log lines, import-time
+environment): tests of that (test_imports, test_quiet_library, the
+commands run without TF_CPP_MIN_LOG_LEVEL) start `subprocess.Popen`, and
+`WarmPopen` falls back to it when the environment asks for other import-time
+settings than the zygote's.
+"""
+
+import atexit
+import builtins
+import ctypes
+import json
+import os
+import runpy
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import types
+
+# What the zygote imports once; each child then starts from there.
+PRELOAD = ('tensorflow', 'reverb', 'tensorflow_datasets', 'rlds_reverb',
+           'rlds_reverb.cli', 'rlds_reverb.checked_push', 'rlds_reverb.write',
+           'rlds_reverb.convert', 'rlds_reverb.validation',
+           'rlds_reverb.cli.serve', 'rlds_reverb.cli.push')
+# Read when those modules import: a child asking for other values than the
+# zygote's is started by subprocess.Popen instead.
+IMPORT_TIME_VARIABLES = ('TF_CPP_MIN_LOG_LEVEL', 'TF_CPP_MAX_VLOG_LEVEL',
+                         'PYTHONPATH', 'PYTHONWARNINGS', 'PYTHONHASHSEED',
+                         'CUDA_VISIBLE_DEVICES', 'TF_ENABLE_ONEDNN_OPTS')
+_STATUS = struct.Struct('!q')
+_PR_SET_PDEATHSIG = 1
+_EXIT = struct.Struct('!qd')  # Wait status, CPU seconds.
+# CPU seconds of the children this process had forked, and of its zygote's
+# imports: what RUSAGE_CHILDREN shows for subprocess.Popen's children
+# (benchmarks/test_costs.py adds it).
+CPU = {'children': 0.0, 'zygote': 0.0}
+
+
+def _send_request(conn: socket.socket, request: dict, fds) -> None:
+  data = json.dumps(request).encode()
+  socket.send_fds(conn, [_STATUS.pack(len(data)) + data], list(fds))
+
+
+def _receive_request(conn: socket.socket):
+  header, fds, _, _ = socket.recv_fds(conn, _STATUS.size + 65536, 3)
+  if len(header) < _STATUS.size or len(fds) != 3:
+    raise EOFError('no request')
+  (size,), data = _STATUS.unpack(header[:_STATUS.size]), header[_STATUS.size:]
+  while len(data) < size:
+    more = conn.recv(size - len(data))
+    if not more:
+      raise EOFError('the request was cut short')
+    data += more
+  return json.loads(data), fds
+
+
+# The zygote ---------------------------------------------------------------
+
+
+def _serve(path: str) -> None:
+  """The zygote's loop: a fork per request; a thread per child reports its
+  wait status on the request's connection."""
+  _die_with_parent()
+  for name in PRELOAD:
+    __import__(name)
+  imported = time.process_time()
+  listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+  listener.bind(path)
+  listener.listen(16)
+  print(f'ready {imported}', flush=True)
+  while True:
+    conn, _ = listener.accept()
+    try:
+      request, fds = _receive_request(conn)
+    except (OSError, EOFError, ValueError, struct.error):
+      conn.close()  # A test that went away: nothing to start.
+      continue
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+      listener.close()
+      conn.close()
+      _become_child(request, fds)  # Never returns: raises SystemExit.
+    for fd in fds:
+      os.close(fd)
+    conn.sendall(_STATUS.pack(pid))
+    threading.Thread(target=_report_exit, args=(pid, conn),
+                     daemon=True).start()
+
+
+def _die_with_parent() -> None:
+  """A test process killed (by its hang guard, say) takes its zygote along:
+  Linux's PR_SET_PDEATHSIG, which its forked children do not inherit."""
+  libc = ctypes.CDLL(None, use_errno=True)
+  libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+  if os.getppid() == 1:  # The parent died before prctl.
+    os._exit(1)  # pylint: disable=protected-access
+
+
+def _report_exit(pid: int, conn: socket.socket) -> None:
+  _, status, usage = os.wait4(pid, 0)
+  try:
+    conn.sendall(_EXIT.pack(status, usage.ru_utime + usage.ru_stime))
+  except OSError:
+    pass  # The test is gone: nobody waits.
+  conn.close()
+
+
+def _become_child(request: dict, fds) -> None:
+  """Sets the process up as `python ARGV` would find it, then runs it."""
+  if request['new_session']:
+    os.setsid()
+  for target, fd in enumerate(fds):
+    os.dup2(fd, target)
+  for fd in fds:
+    if fd > 2:
+      os.close(fd)
+  os.environ.clear()
+  os.environ.update(request['env'])
+  tempfile.tempdir = None  # Found again from TMPDIR, as a new process does.
+  if request['cwd']:
+    os.chdir(request['cwd'])
+  what, target, args = request['run']
+  _run(what, target, args)
+  raise SystemExit(0)
+
+
+def _run(what: str, target: str, args) -> None:
+  if what == 'module':
+    sys.argv = [target, *args]
+    sys.path[0] = os.getcwd()
+    runpy.run_module(target, run_name='__main__', alter_sys=True)
+  elif what == 'script':
+    sys.argv = [target, *args]
+    sys.path[0] = os.path.dirname(os.path.abspath(target))
+    runpy.run_path(target, run_name='__main__')
+  else:
+    sys.argv = ['-c', *args]
+    sys.path[0] = ''
+    main = types.ModuleType('__main__')
+    main.__builtins__ = builtins
+    sys.modules['__main__'] = main
+    exec(compile(target, '<string>', 'exec'), main.__dict__)  # pylint: disable=exec-used
+
+
+# The test's side -------------------------------------------------------------
+
+
+class _Zygote:
+  """One zygote per test process, started at its first use."""
+
+  def __init__(self):
+    self._lock = threading.Lock()
+    self._process = None
+    self._path = None
+    self._env = None
+
+  def env(self) -> dict:
+    """The environment the zygote imports with: this process's, when the
+    first warm child starts it."""
+    with self._lock:
+      if self._process is None or self._process.poll() is not None:
+        return dict(os.environ)
+      return self._env
+
+  def connect(self) -> socket.socket:
+    with self._lock:
+      if self._process is None or self._process.poll() is not None:
+        self._start()
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.connect(self._path)
+    return conn
+
+  def _start(self) -> None:
+    directory = tempfile.mkdtemp(prefix='zygote-')
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    self._path = os.path.join(directory, 'socket')
+    self._env = dict(os.environ)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    self._process = subprocess.Popen(
+        [sys.executable, '-m', 'tests.warm_process', self._path], cwd=root,
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL, text=True)
+    line = self._process.stdout.readline()
+    if not line.startswith('ready '):
+      self._process.kill()
+      raise RuntimeError(f'the zygote did not start: {line!r}')
+    CPU['zygote'] += float(line.split()[1])
+    atexit.register(self._process.kill)
+
+
+
+_ZYGOTE = _Zygote()
+
+
+def _what_to_run(args):
+  """('module'|'code'|'script', target, args) of `python ARGS`; None for
+  what `WarmPopen` does not run (interpreter options, another program)."""
+  args = list(map(os.fspath, args))
+  if not args or args[0] != sys.executable or len(args) < 2:
+    return None
+  if args[1] in ('-m', '-c') and len(args) >= 3:
+    return ('module' if args[1] == '-m' else 'code'), args[2], args[3:]
+  if args[1].startswith('-'):
+    return None
+  return 'script', args[1], args[2:]
+
+
+class WarmPopen(subprocess.Popen):
+  """`subprocess.Popen` whose Python child is forked from the zygote.
+
+  Takes what Popen takes; falls back to Popen's own start for what the
+  zygote cannot give (another program, interpreter options, import-time
+  settings other than the zygote's, pass_fds, preexec_fn, user or group).
+  """
+
+  def __init__(self, args, **kwargs):
+    self._zygote_conn = None
+    super().__init__(args, **kwargs)
+
+  def _execute_child(self, args, executable, preexec_fn, close_fds, pass_fds,
+                     cwd, env, startupinfo, creationflags, shell, p2cread,
+                     p2cwrite, c2pread, c2pwrite, errread, errwrite,
+                     restore_signals, gid, gids, uid, umask,
+                     start_new_session, process_group):
+    run = None if (shell or executable or preexec_fn or pass_fds or
+                   gid is not None or gids is not None or uid is not None or
+                   umask >= 0 or process_group not in (None, -1)
+                   ) else _what_to_run(args)
+    child_env = dict(os.environ if env is None else env)
+    if run is None or any(child_env.get(name) != _ZYGOTE.env().get(name)
+                          for name in IMPORT_TIME_VARIABLES):
+      return super()._execute_child(
+          args, executable, preexec_fn, close_fds, pass_fds, cwd, env,
+          startupinfo, creationflags, shell, p2cread, p2cwrite, c2pread,
+          c2pwrite, errread, errwrite, restore_signals, gid, gids, uid, umask,
+          start_new_session, process_group)
+    conn = _ZYGOTE.connect()
+    self._zygote_conn = conn
+    fds = [fd if fd != -1 else default
+           for fd, default in ((p2cread, 0), (c2pwrite, 1), (errwrite, 2))]
+    _send_request(conn, {
+        'run': run, 'env': child_env,
+        'cwd': os.fspath(cwd) if cwd is not None else os.getcwd(),
+        'new_session': bool(start_new_session)}, fds)
+    (self.pid,) = _STATUS.unpack(_receive_exactly(conn, _STATUS.size))
+    self._child_created = True
+    self._close_pipe_fds(p2cread, p2cwrite, c2pread, c2pwrite, errread,
+                         errwrite)
+
+  def _zygote_status(self, block: bool):
+    """The child's wait status from the zygote, or None if it still runs."""
+    conn = self._zygote_conn
+    if not block:
+      conn.setblocking(False)
+      try:
+        if len(conn.recv(_EXIT.size, socket.MSG_PEEK)) < _EXIT.size:
+          return None
+      except BlockingIOError:
+        return None
+      finally:
+        conn.setblocking(True)
+    data = _receive_exactly(conn, _EXIT.size)
+    conn.close()
+    status, cpu = _EXIT.unpack(data)
+    CPU['children'] += cpu
+    return status
+
+  def _try_wait(self, wait_flags):
+    if self._zygote_conn is None:
+      return super()._try_wait(wait_flags)
+    status = self._zygote_status(block=not wait_flags & os.WNOHANG)
+    return (0, 0) if status is None else (self.pid, status)
+
+  def _internal_poll(self, _deadstate=None, **kwargs):
+    if self._zygote_conn is None:
+      return super()._internal_poll(_deadstate=_deadstate, **kwargs)
+    if self.returncode is None and self._waitpid_lock.acquire(False):
+      try:
+        if self.returncode is None:
+          status = self._zygote_status(block=False)
+          if status is not None:
+            self._handle_exitstatus(status)
+      finally:
+        self._waitpid_lock.release()
+    return self.returncode
+
+
+def _receive_exactly(conn: socket.socket, size: int) -> bytes:
+  data = b''
+  while len(data) < size:
+    more = conn.recv(size - len(data))
+    if not more:
+      raise EOFError('the zygote closed the connection')
+    data += more
+  return data
+
+
+def run(args, *, input=None, timeout=None, capture_output=False,  # pylint: disable=redefined-builtin
+        **kwargs) -> subprocess.CompletedProcess:
+  """`subprocess.run` (without `check`) with a `WarmPopen`."""
+  if capture_output:
+    kwargs['stdout'] = kwargs['stderr'] = subprocess.PIPE
+  with WarmPopen(args, **kwargs) as process:
+    try:
+      stdout, stderr = process.communicate(input, timeout=timeout)
+    except subprocess.TimeoutExpired:
+      process.kill()
+      process.wait()
+      raise
+  return subprocess.CompletedProcess(process.args, process.returncode, stdout,
+                                     stderr)
+
+
+if __name__ == '__main__':
+  _serve(sys.argv[1])
