@@ -70,7 +70,7 @@ def _children_cpu() -> float:
   tests' zygote, `tests/warm_process.py`, with the zygote's imports)."""
   usage = resource.getrusage(resource.RUSAGE_CHILDREN)
   warm = sys.modules.get('tests.warm_process')
-  forked = sum(warm.CPU.values()) if warm is not None else 0.0
+  forked = warm.forked_cpu() if warm is not None else 0.0
   return usage.ru_utime + usage.ru_stime + forked
 
 

@@ -16,6 +16,7 @@ import sys
 import pytest
 
 from tests import docs_blocks
+from tests import warm_process
 from tests.script_runs import run_here
 
 ROOT = docs_blocks.ROOT
@@ -62,7 +63,9 @@ def free_port() -> str:
 def run_page(page: pathlib.Path, cwd: pathlib.Path) -> str:
   result = subprocess.run(
       [sys.executable, '-m', 'tests.docs_blocks', str(page), free_port()],
-      cwd=cwd, env=docs_blocks.environment(''), capture_output=True,
+      cwd=cwd, env={**docs_blocks.environment(''),
+                    warm_process.ZYGOTE_VARIABLE: warm_process.zygote_socket()},
+      capture_output=True,
       text=True, timeout=HANG_GUARD_S, check=False)
   assert result.returncode == 0, result.stderr[-6000:]
   # A traceback at exit (a __del__ that failed) is what a reader's script

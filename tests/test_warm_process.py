@@ -1,6 +1,7 @@
 """`tests/warm_process.py`: forked children behave as `python ...` would."""
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -62,3 +63,48 @@ def test_other_import_time_settings_start_a_new_process():
   warm = _run('-c', code)
   fresh = _run('-c', code, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='1'))
   assert (warm.stdout, fresh.stdout) == ('True\n', 'False\n')
+
+
+STAND_IN = '''#!{python} -S
+import sys
+sys.path.insert(0, {root!r})
+from tests import warm_process
+warm_process.exec_warm('tests.warm_waiter', sys.argv[1:])
+'''
+
+
+def test_a_stand_in_is_the_command_for_a_shell(tmp_path):
+  """`exec_warm` behind a command on PATH, as the docs' pages run
+  `rlds-reverb`: its output and exit status are the child's, a Ctrl-C of
+  its process group reaches the child, and a SIGKILL of the group ends it."""
+  stand_in = tmp_path / 'waiter'
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  stand_in.write_text(STAND_IN.format(python=sys.executable, root=root))
+  stand_in.chmod(0o755)
+  env = dict(os.environ, **{
+      warm_process.ZYGOTE_VARIABLE: warm_process.zygote_socket()})
+  done = subprocess.run([str(stand_in), 'exit', '4'], env=env,
+                        capture_output=True, text=True, timeout=60)
+  assert (done.returncode, done.stdout) == (4, 'warm\n')
+  for signum, code in ((signal.SIGINT, 130), (signal.SIGKILL, -9)):
+    shell = subprocess.Popen(['bash', '-c', f'{stand_in} wait'], env=env,
+                             stdout=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    assert shell.stdout.readline() == 'warm\n'
+    child = int(shell.stdout.readline())
+    os.killpg(shell.pid, signum)
+    assert shell.wait(timeout=60) == code
+    shell.stdout.close()
+    _wait_until_gone(child)
+
+
+def _wait_until_gone(pid: int) -> None:
+  """Waits for `pid` to end (the zygote reaps it), failing after 60 s."""
+  try:
+    pidfd = os.pidfd_open(pid)
+  except ProcessLookupError:
+    return  # Gone and reaped already.
+  try:
+    assert select.select([pidfd], [], [], 60)[0], f'{pid} still runs'
+  finally:
+    os.close(pidfd)

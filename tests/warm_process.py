@@ -28,6 +28,7 @@ import ctypes
 import json
 import os
 import runpy
+import select
 import shutil
 import signal
 import socket
@@ -52,10 +53,13 @@ IMPORT_TIME_VARIABLES = ('TF_CPP_MIN_LOG_LEVEL', 'TF_CPP_MAX_VLOG_LEVEL',
 _STATUS = struct.Struct('!q')
 _PR_SET_PDEATHSIG = 1
 _EXIT = struct.Struct('!qd')  # Wait status, CPU seconds.
-# CPU seconds of the children this process had forked, and of its zygote's
-# imports: what RUSAGE_CHILDREN shows for subprocess.Popen's children
-# (benchmarks/test_costs.py adds it).
-CPU = {'children': 0.0, 'zygote': 0.0}
+# CPU seconds of this process's zygotes: their imports, and the children they
+# forked and reaped (for WarmPopen and for stand-ins alike), as the zygote
+# last said: what RUSAGE_CHILDREN shows for subprocess.Popen's children.
+CPU = {'zygote': 0.0, 'children': 0.0, 'ended_zygotes': 0.0}
+# In the zygote: the CPU of the children it reaped.
+_REAPED = {'cpu': 0.0}
+_REAPED_LOCK = threading.Lock()
 
 
 def _send_request(conn: socket.socket, request: dict, fds) -> None:
@@ -65,15 +69,15 @@ def _send_request(conn: socket.socket, request: dict, fds) -> None:
 
 def _receive_request(conn: socket.socket):
   header, fds, _, _ = socket.recv_fds(conn, _STATUS.size + 65536, 3)
-  if len(header) < _STATUS.size or len(fds) != 3:
+  if len(header) < _STATUS.size:
     raise EOFError('no request')
   (size,), data = _STATUS.unpack(header[:_STATUS.size]), header[_STATUS.size:]
-  while len(data) < size:
-    more = conn.recv(size - len(data))
-    if not more:
-      raise EOFError('the request was cut short')
-    data += more
-  return json.loads(data), fds
+  return json.loads(data + _receive_exactly(conn, size - len(data))), fds
+
+
+def _receive_message(conn: socket.socket) -> bytes:
+  (size,) = _STATUS.unpack(_receive_exactly(conn, _STATUS.size))
+  return _receive_exactly(conn, size)
 
 
 # The zygote ---------------------------------------------------------------
@@ -97,6 +101,9 @@ def _serve(path: str) -> None:
     except (OSError, EOFError, ValueError, struct.error):
       conn.close()  # A test that went away: nothing to start.
       continue
+    if request.get('ask') == 'env' or len(fds) != 3:
+      _answer(conn, request, fds)
+      continue
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
@@ -111,6 +118,24 @@ def _serve(path: str) -> None:
                      daemon=True).start()
 
 
+def _answer(conn: socket.socket, request: dict, fds) -> None:
+  """The zygote's import-time settings, for a stand-in to compare."""
+  for fd in fds:
+    os.close(fd)
+  if request.get('ask') == 'cpu':
+    with _REAPED_LOCK:
+      answer = dict(_REAPED)
+  else:
+    answer = {name: os.environ.get(name)
+              for name in request.get('variables', ())}
+  data = json.dumps(answer).encode()
+  try:
+    conn.sendall(_STATUS.pack(len(data)) + data)
+  except OSError:
+    pass
+  conn.close()
+
+
 def _die_with_parent() -> None:
   """A test process killed (by its hang guard, say) takes its zygote along:
   Linux's PR_SET_PDEATHSIG, which its forked children do not inherit."""
@@ -122,6 +147,8 @@ def _die_with_parent() -> None:
 
 def _report_exit(pid: int, conn: socket.socket) -> None:
   _, status, usage = os.wait4(pid, 0)
+  with _REAPED_LOCK:
+    _REAPED['cpu'] += usage.ru_utime + usage.ru_stime
   try:
     conn.sendall(_EXIT.pack(status, usage.ru_utime + usage.ru_stime))
   except OSError:
@@ -133,6 +160,8 @@ def _become_child(request: dict, fds) -> None:
   """Sets the process up as `python ARGV` would find it, then runs it."""
   if request['new_session']:
     os.setsid()
+  if request.get('die_with'):
+    _die_with(request['die_with'])
   for target, fd in enumerate(fds):
     os.dup2(fd, target)
   for fd in fds:
@@ -146,6 +175,19 @@ def _become_child(request: dict, fds) -> None:
   what, target, args = request['run']
   _run(what, target, args)
   raise SystemExit(0)
+
+
+def _die_with(pid: int) -> None:
+  """A child started for a stand-in (`exec_warm`) ends when the stand-in
+  does: a SIGKILL of its process group must not leave the child running."""
+  try:
+    pidfd = os.pidfd_open(pid)
+  except OSError:
+    os._exit(1)  # pylint: disable=protected-access
+  def wait():
+    select.select([pidfd], [], [])
+    os.kill(os.getpid(), signal.SIGKILL)
+  threading.Thread(target=wait, daemon=True).start()
 
 
 def _run(what: str, target: str, args) -> None:
@@ -167,6 +209,20 @@ def _run(what: str, target: str, args) -> None:
 
 
 # The test's side -------------------------------------------------------------
+
+
+def forked_cpu() -> float:
+  """CPU seconds of this process's zygotes so far: their imports and the
+  children they reaped (benchmarks/test_costs.py adds it to its children's)."""
+  if _ZYGOTE.running():
+    try:
+      with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.connect(_ZYGOTE.path)
+        _send_request(conn, {'ask': 'cpu'}, [])
+        CPU['children'] = json.loads(_receive_message(conn))['cpu']
+    except (OSError, EOFError, ValueError):
+      pass
+  return sum(CPU.values())
 
 
 class _Zygote:
@@ -194,7 +250,16 @@ class _Zygote:
     conn.connect(self._path)
     return conn
 
+  def running(self) -> bool:
+    return self._process is not None and self._process.poll() is None
+
+  @property
+  def path(self) -> str:
+    return self._path
+
   def _start(self) -> None:
+    CPU['ended_zygotes'] += CPU['children']  # A zygote that died: kept.
+    CPU['children'] = 0.0
     directory = tempfile.mkdtemp(prefix='zygote-')
     atexit.register(shutil.rmtree, directory, ignore_errors=True)
     self._path = os.path.join(directory, 'socket')
@@ -285,8 +350,7 @@ class WarmPopen(subprocess.Popen):
         conn.setblocking(True)
     data = _receive_exactly(conn, _EXIT.size)
     conn.close()
-    status, cpu = _EXIT.unpack(data)
-    CPU['children'] += cpu
+    status, _ = _EXIT.unpack(data)
     return status
 
   def _try_wait(self, wait_flags):
@@ -333,6 +397,64 @@ def run(args, *, input=None, timeout=None, capture_output=False,  # pylint: disa
       raise
   return subprocess.CompletedProcess(process.args, process.returncode, stdout,
                                      stderr)
+
+
+# A stand-in command -------------------------------------------------------------
+
+ZYGOTE_VARIABLE = 'RLDS_REVERB_TESTS_ZYGOTE'
+# Signals a stand-in passes on to its child, as a shell's Ctrl-C, `kill` or
+# `kill -USR1` would reach the command itself.
+_PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2,
+              signal.SIGHUP, signal.SIGQUIT)
+
+
+def zygote_socket() -> str:
+  """The zygote's socket (starting it), for stand-ins run in child
+  processes: put it in their environment as ZYGOTE_VARIABLE."""
+  _ZYGOTE.connect().close()
+  return _ZYGOTE.path
+
+
+def _ask_env(path: str, variables):
+  """The zygote's values of `variables`; None if no zygote answers."""
+  try:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+      conn.connect(path)
+      _send_request(conn, {'ask': 'env', 'variables': list(variables)}, [])
+      return json.loads(_receive_message(conn))
+  except (OSError, EOFError, ValueError):
+    return None
+
+
+def exec_warm(module: str, args, variables=IMPORT_TIME_VARIABLES) -> None:
+  """Runs `python -m MODULE ARGS` forked from the zygote named in the
+  environment, as this process: the same fds, signals passed on, its exit
+  status. Without a zygote, or with other `variables` than the zygote's
+  (it says which), `exec`s python as the command would.
+
+  For a stand-in command on PATH (`tests/docs_blocks.py` puts one for
+  `rlds-reverb`), run with `python -S`: it starts in ~20 ms.
+  """
+  path = os.environ.get(ZYGOTE_VARIABLE)
+  zygote_env = _ask_env(path, variables) if path else None
+  if zygote_env is None or any(os.environ.get(name) != zygote_env.get(name)
+                               for name in variables):
+    os.execv(sys.executable, [sys.executable, '-m', module, *args])
+  conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+  conn.connect(path)
+  _send_request(conn, {
+      'run': ['module', module, list(args)], 'env': dict(os.environ),
+      'cwd': os.getcwd(), 'new_session': False, 'die_with': os.getpid()},
+                [0, 1, 2])
+  (pid,) = _STATUS.unpack(_receive_exactly(conn, _STATUS.size))
+  for signum in _PASSED_ON:
+    signal.signal(signum, lambda signum, _, pid=pid: os.kill(pid, signum))
+  status, _ = _EXIT.unpack(_receive_exactly(conn, _EXIT.size))
+  if os.WIFSIGNALED(status):
+    signum = os.WTERMSIG(status)
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+  sys.exit(os.waitstatus_to_exitcode(status))
 
 
 if __name__ == '__main__':

@@ -1,0 +1,17 @@
+"""A command for tests/test_warm_process.py's stand-in: says it is warm
+(TensorFlow already imported), then exits with a code or waits for a
+signal, printing its pid; a Ctrl-C exits 130, as `rlds-reverb` does."""
+
+import os
+import sys
+import time
+
+if __name__ == '__main__':
+  print('warm' if 'tensorflow' in sys.modules else 'cold', flush=True)
+  if sys.argv[1] == 'exit':
+    sys.exit(int(sys.argv[2]))
+  print(os.getpid(), flush=True)
+  try:
+    time.sleep(120)
+  except KeyboardInterrupt:
+    sys.exit(130)
