@@ -167,16 +167,12 @@ def run_page(page: pathlib.Path, port: str) -> None:
 
 # `rlds-reverb` on the page's PATH when the tests' zygote runs: the same
 # command, forked from the zygote (`warm_process.exec_warm`) instead of a new
-# Python and TensorFlow start (~3 s of CPU per command). PYTHONPATH may
-# differ: the zygote imports this repository's package, as ROOT on
-# PYTHONPATH does.
+# Python and TensorFlow start (~3 s of CPU per command).
 STAND_IN = '''#!{python} -S
 import sys
 sys.path.insert(0, {root!r})
 from tests import warm_process
-warm_process.exec_warm('rlds_reverb', sys.argv[1:], [
-    name for name in warm_process.IMPORT_TIME_VARIABLES
-    if name != 'PYTHONPATH'])
+warm_process.exec_warm('rlds_reverb', sys.argv[1:])
 '''
 
 

@@ -61,12 +61,15 @@ def free_port() -> str:
 
 
 def run_page(page: pathlib.Path, cwd: pathlib.Path) -> str:
+  """The page run by a new Python, as a reader's script runs (not a warm
+  process: one that imported rlds_reverb would hide what a script that does
+  not import it prints at exit, test_a_page_whose_names_fail_at_exit_fails);
+  its `rlds-reverb` commands are forked from the zygote."""
   result = subprocess.run(
       [sys.executable, '-m', 'tests.docs_blocks', str(page), free_port()],
       cwd=cwd, env={**docs_blocks.environment(''),
                     warm_process.ZYGOTE_VARIABLE: warm_process.zygote_socket()},
-      capture_output=True,
-      text=True, timeout=HANG_GUARD_S, check=False)
+      capture_output=True, text=True, timeout=HANG_GUARD_S, check=False)
   assert result.returncode == 0, result.stderr[-6000:]
   # A traceback at exit (a __del__ that failed) is what a reader's script
   # prints too: the page must end cleanly.

@@ -46,10 +46,13 @@ PRELOAD = ('tensorflow', 'reverb', 'tensorflow_datasets', 'rlds_reverb',
            'rlds_reverb.convert', 'rlds_reverb.validation',
            'rlds_reverb.cli.serve', 'rlds_reverb.cli.push')
 # Read when those modules import: a child asking for other values than the
-# zygote's is started by subprocess.Popen instead.
+# zygote's is started by subprocess.Popen instead (`same_imports`).
 IMPORT_TIME_VARIABLES = ('TF_CPP_MIN_LOG_LEVEL', 'TF_CPP_MAX_VLOG_LEVEL',
                          'PYTHONPATH', 'PYTHONWARNINGS', 'PYTHONHASHSEED',
                          'CUDA_VISIBLE_DEVICES', 'TF_ENABLE_ONEDNN_OPTS')
+# The zygote starts here (`python -m tests.warm_process`): this repository
+# comes first on its sys.path, as for a child with ROOT on its PYTHONPATH.
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _STATUS = struct.Struct('!q')
 _PR_SET_PDEATHSIG = 1
 _EXIT = struct.Struct('!qd')  # Wait status, CPU seconds.
@@ -173,7 +176,7 @@ def _become_child(request: dict, fds) -> None:
   if request['cwd']:
     os.chdir(request['cwd'])
   what, target, args = request['run']
-  _run(what, target, args)
+  _run(what, target, args, request['env'])
   raise SystemExit(0)
 
 
@@ -190,18 +193,39 @@ def _die_with(pid: int) -> None:
   threading.Thread(target=wait, daemon=True).start()
 
 
-def _run(what: str, target: str, args) -> None:
+def same_imports(env: dict, zygote_env: dict) -> bool:
+  """Whether a child with `env` imports what the zygote imported: the same
+  import-time settings, and on PYTHONPATH nothing more than ROOT."""
+  for name in IMPORT_TIME_VARIABLES:
+    if name == 'PYTHONPATH':
+      ours, zygotes = (set(filter(None, (e.get(name) or '').split(
+          os.pathsep))) for e in (env, zygote_env))
+      if not ours - zygotes <= {ROOT}:
+        return False
+    elif env.get(name) != zygote_env.get(name):
+      return False
+  return True
+
+
+def _add_python_path(env: dict) -> None:
+  """PYTHONPATH's entries after sys.path[0], as Python puts them."""
+  entries = [entry for entry in env.get('PYTHONPATH', '').split(os.pathsep)
+             if entry and entry not in sys.path]
+  sys.path[1:1] = entries
+
+
+def _run(what: str, target: str, args, env: dict) -> None:
+  sys.path[0] = {'module': os.getcwd(), 'code': '',
+                 'script': os.path.dirname(os.path.abspath(target))}[what]
+  _add_python_path(env)
   if what == 'module':
     sys.argv = [target, *args]
-    sys.path[0] = os.getcwd()
     runpy.run_module(target, run_name='__main__', alter_sys=True)
   elif what == 'script':
     sys.argv = [target, *args]
-    sys.path[0] = os.path.dirname(os.path.abspath(target))
     runpy.run_path(target, run_name='__main__')
   else:
     sys.argv = ['-c', *args]
-    sys.path[0] = ''
     main = types.ModuleType('__main__')
     main.__builtins__ = builtins
     sys.modules['__main__'] = main
@@ -264,9 +288,8 @@ class _Zygote:
     atexit.register(shutil.rmtree, directory, ignore_errors=True)
     self._path = os.path.join(directory, 'socket')
     self._env = dict(os.environ)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     self._process = subprocess.Popen(
-        [sys.executable, '-m', 'tests.warm_process', self._path], cwd=root,
+        [sys.executable, '-m', 'tests.warm_process', self._path], cwd=ROOT,
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL, text=True)
     line = self._process.stdout.readline()
@@ -316,8 +339,7 @@ class WarmPopen(subprocess.Popen):
                    umask >= 0 or process_group not in (None, -1)
                    ) else _what_to_run(args)
     child_env = dict(os.environ if env is None else env)
-    if run is None or any(child_env.get(name) != _ZYGOTE.env().get(name)
-                          for name in IMPORT_TIME_VARIABLES):
+    if run is None or not same_imports(child_env, _ZYGOTE.env()):
       return super()._execute_child(
           args, executable, preexec_fn, close_fds, pass_fds, cwd, env,
           startupinfo, creationflags, shell, p2cread, p2cwrite, c2pread,
@@ -426,29 +448,36 @@ def _ask_env(path: str, variables):
     return None
 
 
-def exec_warm(module: str, args, variables=IMPORT_TIME_VARIABLES) -> None:
+def exec_warm(module: str, args) -> None:
   """Runs `python -m MODULE ARGS` forked from the zygote named in the
   environment, as this process: the same fds, signals passed on, its exit
-  status. Without a zygote, or with other `variables` than the zygote's
-  (it says which), `exec`s python as the command would.
+  status. Without a zygote, or with other import-time settings than the
+  zygote's (`same_imports`), `exec`s python as the command would.
 
   For a stand-in command on PATH (`tests/docs_blocks.py` puts one for
   `rlds-reverb`), run with `python -S`: it starts in ~20 ms.
   """
   path = os.environ.get(ZYGOTE_VARIABLE)
-  zygote_env = _ask_env(path, variables) if path else None
-  if zygote_env is None or any(os.environ.get(name) != zygote_env.get(name)
-                               for name in variables):
+  zygote_env = _ask_env(path, IMPORT_TIME_VARIABLES) if path else None
+  if zygote_env is None or not same_imports(dict(os.environ), zygote_env):
     os.execv(sys.executable, [sys.executable, '-m', module, *args])
+  child = {'pid': None, 'pending': []}
+  def pass_on(signum, _):
+    if child['pid'] is None:
+      child['pending'].append(signum)  # Before the child exists: sent after.
+    else:
+      os.kill(child['pid'], signum)
+  for signum in _PASSED_ON:
+    signal.signal(signum, pass_on)
   conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
   conn.connect(path)
   _send_request(conn, {
       'run': ['module', module, list(args)], 'env': dict(os.environ),
       'cwd': os.getcwd(), 'new_session': False, 'die_with': os.getpid()},
                 [0, 1, 2])
-  (pid,) = _STATUS.unpack(_receive_exactly(conn, _STATUS.size))
-  for signum in _PASSED_ON:
-    signal.signal(signum, lambda signum, _, pid=pid: os.kill(pid, signum))
+  (child['pid'],) = _STATUS.unpack(_receive_exactly(conn, _STATUS.size))
+  for signum in child['pending']:
+    os.kill(child['pid'], signum)
   status, _ = _EXIT.unpack(_receive_exactly(conn, _EXIT.size))
   if os.WIFSIGNALED(status):
     signum = os.WTERMSIG(status)

@@ -10,8 +10,8 @@ if __name__ == '__main__':
   print('warm' if 'tensorflow' in sys.modules else 'cold', flush=True)
   if sys.argv[1] == 'exit':
     sys.exit(int(sys.argv[2]))
-  print(os.getpid(), flush=True)
-  try:
+  try:  # Before the pid is out: a Ctrl-C may follow it at once.
+    print(os.getpid(), flush=True)
     time.sleep(120)
   except KeyboardInterrupt:
     sys.exit(130)
