@@ -783,28 +783,40 @@ def run_learner(config: dict, env=None, **popen) -> subprocess.Popen:
 
 
 @pytest.fixture(scope='module')
-def learner_runs(servers):
+def gated():
+  """A server whose table 'gated' holds 1 item and samples from 2 (its
+  MinSize): sampling it waits, yet it is not empty, so a mixture's watchdog
+  lets the wait be until a test empties the table."""
+  server = reverb_tables.start_server([uniform('gated', min_size=2)])
+  push(reverb_tables.client_of(server), 'gated', 1, 1)
+  yield reverb_tables.address(server)
+  server.stop()
+
+
+@pytest.fixture(scope='module')
+def learner_runs(servers, gated):
   """One learner process (a TensorFlow start, ~4 s of CPU) at TensorFlow's
   loudest log level (TF_CPP_MIN_LOG_LEVEL=0), two mixtures in turn, each
   iterator kept alive to the exit:
     1. a schedule that goes bad at step 2 (batches 0, 1, then its error);
-    2. batches 0-2 from source 0; batch 3 needs an empty table and waits in
-       C++, where a SIGINT finds the learner (TensorFlow's and Reverb's
-       threads all started by then: a SIGINT within ~0.1 s of an iterator's
-       start crashed TF-Agents' own `as_dataset` in 1 of 9 runs).
-  -> (each run's stdout lines, stderr, exit status)."""
+    2. batches 0-2 from source 0; batch 3 needs the table 'gated', whose
+       sampling waits in C++; after 'batch 2' a SIGINT, and only then the
+       table is emptied: the watchdog's clock starts after the SIGINT, and
+       fails the dataset `timeout` s later, with the SIGINT pending.
+  (With an empty table from the start, the clock ran from when tf.data
+  built ahead to batch 3, before 'batch 2' was printed: a SIGINT later than
+  the timeout, from a loaded machine, met a learner already stopped by
+  InvalidArgumentError, and exit status 0 or -2.) The SIGINT comes after
+  TensorFlow's and Reverb's threads have all started: a SIGINT within ~0.1 s
+  of an iterator's start crashed TF-Agents' own `as_dataset` in 1 of 9 runs.
+  -> (run 1's stdout lines, run 2's stdout, stderr, exit status)."""
   learner = run_learner(
       {'runs': [{'sources': servers.pairs(), 'weights': [[1, -1, 0], 1, 1],
                  'timeout': 30},
-                {'sources': [servers.pairs()[0],
-                             (servers.addresses[1], 'empty')],
-                 # The SIGINT must come before the watchdog's failure: batch
-                 # 3's rows are due (its clock runs) as soon as tf.data has
-                 # built ahead to it, seconds before 'batch 2' is read on a
-                 # loaded machine (with 2 s this test failed in suite runs
-                 # under load: likely that race). The test waits out the rest
-                 # of it after the SIGINT.
-                 'weights': [1, [1, 0, 3]], 'timeout': 5}]},
+                {'sources': [servers.pairs()[0], (gated, 'gated')],
+                 # The wait after the SIGINT. A timeout also fails a server
+                 # silent that long: 2 s of margin for a loaded machine.
+                 'weights': [1, [1, 0, 3]], 'timeout': 2}]},
       env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '0'})
   try:
     first = []
@@ -814,6 +826,7 @@ def learner_runs(servers):
     for batch in range(3):
       assert learner.stdout.readline() == f'batch {batch}\n'
     learner.send_signal(signal.SIGINT)
+    reverb.Client(gated).reset('gated')  # Starved from now on.
     out, err = learner.communicate(timeout=mixture_faults.HANG_GUARD_S)
   finally:
     learner.kill()
@@ -822,8 +835,8 @@ def learner_runs(servers):
 
 def test_ctrl_c_stops_a_learner_that_waits_on_a_starved_table(learner_runs):
   """Run 2 of `learner_runs`: Python raises KeyboardInterrupt once `next()`
-  returns, at the latest when the watchdog fails the dataset; then the
-  process exits, its iterators still alive."""
+  returns, at the latest when the watchdog fails the dataset (as here: the
+  table stays empty); then the process exits, its iterators still alive."""
   _, out, err, code = learner_runs
   assert code == 130, err
   assert out.startswith('stopped: KeyboardInterrupt\n'), out
