@@ -24,7 +24,6 @@ settings than the zygote's.
 
 import atexit
 import builtins
-import ctypes
 import json
 import os
 import runpy
@@ -54,7 +53,6 @@ IMPORT_TIME_VARIABLES = ('TF_CPP_MIN_LOG_LEVEL', 'TF_CPP_MAX_VLOG_LEVEL',
 # comes first on its sys.path, as for a child with ROOT on its PYTHONPATH.
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _STATUS = struct.Struct('!q')
-_PR_SET_PDEATHSIG = 1
 _EXIT = struct.Struct('!qd')  # Wait status, CPU seconds.
 # CPU seconds of this process's zygotes: their imports, and the children they
 # forked and reaped (for WarmPopen and for stand-ins alike), as the zygote
@@ -140,12 +138,13 @@ def _answer(conn: socket.socket, request: dict, fds) -> None:
 
 
 def _die_with_parent() -> None:
-  """A test process killed (by its hang guard, say) takes its zygote along:
-  Linux's PR_SET_PDEATHSIG, which its forked children do not inherit."""
-  libc = ctypes.CDLL(None, use_errno=True)
-  libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-  if os.getppid() == 1:  # The parent died before prctl.
+  """A test process killed (by its hang guard, say) takes its zygote along.
+  (Not PR_SET_PDEATHSIG: that follows the thread that started the zygote,
+  and a test may start it from a thread that then ends.)"""
+  parent = os.getppid()
+  if parent == 1:  # Gone already.
     os._exit(1)  # pylint: disable=protected-access
+  _die_with(parent)
 
 
 def _report_exit(pid: int, conn: socket.socket) -> None:
@@ -181,8 +180,9 @@ def _become_child(request: dict, fds) -> None:
 
 
 def _die_with(pid: int) -> None:
-  """A child started for a stand-in (`exec_warm`) ends when the stand-in
-  does: a SIGKILL of its process group must not leave the child running."""
+  """This process ends (SIGKILL) when process `pid` does: a stand-in's child
+  with its stand-in (a SIGKILL of its process group must not leave the child
+  running), the zygote with its test process."""
   try:
     pidfd = os.pidfd_open(pid)
   except OSError:
