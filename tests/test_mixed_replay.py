@@ -350,11 +350,13 @@ def test_unknown_table(replay):
 
 
 def test_no_server_answers(silent_address):
+  """Any timeout shows it, waited out in full: a short one (the address
+  probe waits it out, then Reverb's server_info, in whole seconds, 1)."""
   with pytest.raises(rlds_reverb.ServerUnavailableError,
                      match=f'No Reverb server answered at {silent_address} '
-                           'within 1 s'):
+                           'within 0.5 s'):
     rlds_reverb.mixed_replay((silent_address, 'offline'),
-                             (silent_address, 'online'), 0.5, 4, timeout=1)
+                             (silent_address, 'online'), 0.5, 4, timeout=0.5)
 
 
 def test_an_http1_server_is_not_reverb(http1_address, replay):
@@ -441,12 +443,15 @@ def test_offline_table_that_removes_sampled_items(replay):
 # sharing the server process its killed-server cases kill). -----------------
 
 def test_an_online_table_still_empty_after_the_timeout_fails(replay):
+  """A timeout of 0.5 s, the watchdog's check interval: it fails at the
+  check after the one that first saw the table empty and due."""
   iterator = iter(rlds_reverb.mixed_replay(
-      replay.buffer('offline'), (replay.address, 'empty'), 0.5, 4, timeout=1))
+      replay.buffer('offline'), (replay.address, 'empty'), 0.5, 4,
+      timeout=0.5))
   assert mixture_faults.one_line(mixture_faults.error_of_next(iterator)) == (
-      f'The online table empty at {replay.address} stayed empty for 1 s while '
-      f'batches need its rows, and Reverb waits for an item without end: '
-      f'insert items before sampling it, or give it no rows.')
+      f'The online table empty at {replay.address} stayed empty for 0.5 s '
+      f'while batches need its rows, and Reverb waits for an item without '
+      f'end: insert items before sampling it, or give it no rows.')
 
 
 def test_an_empty_online_table_is_no_fault_while_batches_are_offline(replay):
