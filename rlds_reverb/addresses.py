@@ -190,11 +190,14 @@ def _not_http2_answer(connection: socket.socket,
                       deadline: float) -> Optional[bytes]:
   """What the server answered to the HTTP/2 preface, if that is certainly
   not HTTP/2; None if it is (or may yet be) a SETTINGS frame, or if nothing
-  came by `deadline` or before the connection ended (not certain)."""
+  came by `deadline` or before the connection ended (not certain). Reads
+  until a frame header came or what came already is not one: a TLS server's
+  7-byte alert decides at once, not at `deadline`."""
   answer = b''
   try:
     connection.sendall(_HTTP2_PREFACE)
-    while len(answer) < _FRAME_HEADER:
+    while (len(answer) < _FRAME_HEADER
+           and _may_be_settings_frame(answer)):
       connection.settimeout(max(0.0, deadline - time.monotonic()))
       received = connection.recv(256)
       if not received:

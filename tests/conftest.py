@@ -120,7 +120,9 @@ def http1_address(tmp_path):
   thread of this process, serving an empty directory."""
   handler = functools.partial(_QuietHandler, directory=str(tmp_path))
   with http.server.ThreadingHTTPServer(('127.0.0.1', 0), handler) as httpd:
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    # shutdown() waits for serve_forever's next poll: 0.5 s by default.
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True,
+                              kwargs={'poll_interval': 0.02})
     thread.start()
     yield f'localhost:{httpd.server_address[1]}'
     httpd.shutdown()

@@ -9,7 +9,9 @@ traced to the step it was written from and compared with it.
 
 import dataclasses
 import math
+import threading
 import time
+from typing import List
 
 import numpy as np
 import pytest
@@ -95,7 +97,7 @@ class Replay:
     episodes = offline_episodes()
     rlds = rlds_data.as_rlds(episodes)
     self.spec = rlds_reverb.create_trajectory_data_spec(rlds)
-    signature = tensor_spec.add_outer_dim(self.spec)
+    signature = self.signature = tensor_spec.add_outer_dim(self.spec)
     wide = tensor_spec.add_outer_dim(self.spec._replace(
         observation=tf.TensorSpec([OBSERVATION_SIZE + 1], tf.float32)))
     self.server = reverb_tables.start_server(
@@ -127,16 +129,45 @@ class Replay:
     return reverb_tables.table_size(self.client, table)
 
 
+# Dropping a mixture's iterator waits until the segments in flight got their
+# watchdog verdicts (~0.3 s: rlds_reverb/mixture/watchdog.py). The tests drop
+# theirs in a thread of its own, so that the wait overlaps the next test; the
+# module waits for every drop to end before it stops the server.
+HANG_GUARD_S = 120  # Not a speed check: the drops ended at all.
+_DROPS: List[threading.Thread] = []
+
+
+def drop_later(held: list) -> None:
+  """Drops the iterators `held` holds (their only references) in a thread."""
+  thread = threading.Thread(target=held.clear, daemon=True,
+                            name='dropping a mixture iterator')
+  thread.start()
+  _DROPS.append(thread)
+
+
+def wait_for_drops() -> None:
+  for thread in _DROPS:
+    thread.join(HANG_GUARD_S)
+  assert not any(thread.is_alive() for thread in _DROPS), (
+      'dropping an iterator did not return')
+
+
 @pytest.fixture(scope='module')
 def replay():
   replay = Replay()
   yield replay
+  wait_for_drops()
   replay.server.stop()
 
 
 def batches(dataset, count=BATCHES):
-  return [tf.nest.map_structure(np.asarray, element)
-          for element in dataset.take(count)]
+  """The first `count` elements, as numpy; the iterator dropped in the
+  background (`drop_later`)."""
+  held = [iter(dataset)]
+  got = [tf.nest.map_structure(np.asarray, next(held[0]))
+         for _ in range(count)]
+  drop_later(held)
+  return got
 
 
 def sources(experience):
@@ -194,7 +225,7 @@ def test_element_structure_is_the_buffers_as_dataset(replay):
   mixed = rlds_reverb.mixed_replay(offline, replay.buffer('online'), 0.5, 4)
   plain = offline.as_dataset(sample_batch_size=4, num_steps=NUM_STEPS)
   assert mixed.element_spec == plain.element_spec
-  experience, _ = next(iter(mixed))
+  experience, _ = batches(mixed, 1)[0]
   assert isinstance(experience, trajectory.Trajectory)
 
 
@@ -350,11 +381,13 @@ def test_unknown_table(replay):
 
 
 def test_no_server_answers(silent_address):
+  """Any timeout shows it, waited out in full: a short one (the address
+  probe waits it out, then Reverb's server_info, in whole seconds, 1)."""
   with pytest.raises(rlds_reverb.ServerUnavailableError,
                      match=f'No Reverb server answered at {silent_address} '
-                           'within 1 s'):
+                           'within 0.5 s'):
     rlds_reverb.mixed_replay((silent_address, 'offline'),
-                             (silent_address, 'online'), 0.5, 4, timeout=1)
+                             (silent_address, 'online'), 0.5, 4, timeout=0.5)
 
 
 def test_an_http1_server_is_not_reverb(http1_address, replay):
@@ -440,22 +473,33 @@ def test_offline_table_that_removes_sampled_items(replay):
 # online server: test_a_killed_online_server_fails_the_mixed_replay_naming_it,
 # sharing the server process its killed-server cases kill). -----------------
 
-def test_an_online_table_still_empty_after_the_timeout_fails(replay):
+def test_an_online_table_still_empty_after_the_timeout_fails(replay,
+                                                             make_server):
+  """A timeout of 0.5 s, the watchdog's check interval: it fails at the
+  check after the one that first saw the table empty and due.
+
+  The empty table on a server of its own: the failed mixture leaves a Reverb
+  sample waiting on it, and the next `server_info` on that server then waited
+  2.5-5.5 s (test_an_empty_online_table_is_no_fault_while_batches_are_offline,
+  run after this one on the module's server: 5-8 s instead of 2-3 s)."""
+  server = make_server([unsigned_table('empty', signature=replay.signature)])
+  address = reverb_tables.address(server)
   iterator = iter(rlds_reverb.mixed_replay(
-      replay.buffer('offline'), (replay.address, 'empty'), 0.5, 4, timeout=1))
+      replay.buffer('offline'), (address, 'empty'), 0.5, 4, timeout=0.5))
   assert mixture_faults.one_line(mixture_faults.error_of_next(iterator)) == (
-      f'The online table empty at {replay.address} stayed empty for 1 s while '
-      f'batches need its rows, and Reverb waits for an item without end: '
-      f'insert items before sampling it, or give it no rows.')
+      f'The online table empty at {address} stayed empty for 0.5 s '
+      f'while batches need its rows, and Reverb waits for an item without '
+      f'end: insert items before sampling it, or give it no rows.')
 
 
 def test_an_empty_online_table_is_no_fault_while_batches_are_offline(replay):
   """offline_fraction 1 for 3 timeouts: no online row is due. (A timeout of
   0.5 s, the watchdog's check interval: a verdict that counted the table
   would fail at the second check.)"""
-  iterator = iter(rlds_reverb.mixed_replay(
+  held = [iter(rlds_reverb.mixed_replay(
       replay.buffer('offline'), (replay.address, 'empty'), 1.0, 4,
-      timeout=0.5))
+      timeout=0.5))]
   until = time.monotonic() + 1.5
   while time.monotonic() < until:
-    assert sources(next(iterator)[0]) == ['offline'] * 4
+    assert sources(next(held[0])[0]) == ['offline'] * 4
+  drop_later(held)

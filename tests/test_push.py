@@ -17,6 +17,7 @@ import pathlib
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from typing import List
 
@@ -491,36 +492,74 @@ def selected(request, argname: str) -> list:
   return values
 
 
-def run_child(script: str, *args: str):
-  """(exit code, stdout lines, stderr) of `python -c script args`; exit code
-  None if it did not exit within 2 * HANG_GUARD_S (then it is killed)."""
-  root = pathlib.Path(__file__).resolve().parents[1]
-  child = subprocess.Popen([sys.executable, '-c', script, *args], cwd=root,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True)
-  def result():
-    try:
-      out, err = child.communicate(timeout=2 * HANG_GUARD_S)
-    except subprocess.TimeoutExpired:
-      child.kill()
-      out, err = child.communicate()
-      return None, out.splitlines(), err
-    return child.returncode, out.splitlines(), err
-  return result
+class ChildRun:
+  """`python -c script args`, started when made; `result()` waits for it.
+
+  Its output goes to files, not pipes, so that it runs unattended while
+  other tests run: a pipe nobody reads would fill and stop it."""
+
+  def __init__(self, script: str, *args: str):
+    root = pathlib.Path(__file__).resolve().parents[1]
+    self._out, self._err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+    self._child = subprocess.Popen([sys.executable, '-c', script, *args],
+                                   cwd=root, stdout=self._out,
+                                   stderr=self._err)
+    self._result = None
+
+  def result(self):
+    """(exit code, stdout lines, stderr); exit code None if it did not exit
+    within 2 * HANG_GUARD_S of this call (then it is killed)."""
+    if self._result is None:
+      try:
+        code = self._child.wait(timeout=2 * HANG_GUARD_S)
+      except subprocess.TimeoutExpired:
+        self.stop()
+        code = None
+      self._result = (code, self._read(self._out).splitlines(),
+                      self._read(self._err))
+    return self._result
+
+  def stop(self) -> None:
+    if self._child.poll() is None:
+      self._child.kill()
+      self._child.wait()
+
+  @staticmethod
+  def _read(file) -> str:
+    file.seek(0)
+    return file.read().decode(errors='replace')
+
+
+def child_cases(request) -> List[str]:
+  """The child's cases for this module's selected tests: the timed-out
+  cases first ('stop' before 'no_stop'), the blocked pushes last (see the
+  comments above)."""
+  timed_out = sorted(selected(request, 'case'),
+                     key=lambda case: case[1] != 'stop')
+  return ([f'timed_out:{size}:{stop}' for size, stop in timed_out] +
+          [f'blocked:{kind}' for kind in selected(request, 'kind')])
+
+
+@pytest.fixture(scope='module', autouse=True)
+def child_run(request):
+  """The child process of `child`, started before the module's first test:
+  the push timeouts it waits out in full (2 s, then 3 s per timed-out case)
+  and its Python start pass while this module's other tests run, instead
+  of in the test that first asks for its result."""
+  cases = child_cases(request)
+  run = ChildRun(CHILD_SCRIPT, *cases) if cases else None
+  yield run
+  if run is not None:
+    run.stop()
 
 
 @pytest.fixture(scope='module')
-def child(request):
+def child(request, child_run):
   """The cases of this module's selected tests, run in one child process
   (one Python and TensorFlow start-up): case -> its lines' values, in order;
-  and the child's exit code and stderr. The timed-out cases first ('stop'
-  before 'no_stop'), the blocked pushes last (see the comments above)."""
-  timed_out = sorted(selected(request, 'case'),
-                     key=lambda case: case[1] != 'stop')
-  cases = ([f'timed_out:{size}:{stop}' for size, stop in timed_out] +
-           [f'blocked:{kind}' for kind in selected(request, 'kind')])
-  code, lines, err = run_child(CHILD_SCRIPT, *cases)()
-  said = {case: [] for case in cases}
+  and the child's exit code and stderr."""
+  code, lines, err = child_run.result()
+  said = {case: [] for case in child_cases(request)}
   for line in lines:
     case, value = line.split('\t', 1)
     said[case].append(json.loads(value))
