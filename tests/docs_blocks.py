@@ -165,25 +165,15 @@ def run_page(page: pathlib.Path, port: str) -> None:
       _stop(*servers.pop())
 
 
-# `rlds-reverb` on the page's PATH when the tests' zygote runs: the same
-# command, forked from the zygote (`warm_process.exec_warm`) instead of a new
-# Python and TensorFlow start (~3 s of CPU per command).
-STAND_IN = '''#!{python} -S
-import sys
-sys.path.insert(0, {root!r})
-from tests import warm_process
-warm_process.exec_warm('rlds_reverb', sys.argv[1:])
-'''
-
-
 def _stand_in() -> str:
-  """A directory holding the `rlds-reverb` stand-in, for PATH."""
+  """A directory holding `rlds-reverb` for the page's PATH when the tests'
+  zygote runs: the same command, forked from the zygote
+  (`warm_process.exec_warm`) instead of a new Python and TensorFlow start
+  (~3 s of CPU per command)."""
   directory = tempfile.mkdtemp(prefix='docs-bin-')
   atexit.register(shutil.rmtree, directory, ignore_errors=True)
-  path = os.path.join(directory, 'rlds-reverb')
-  with open(path, 'w') as f:
-    f.write(STAND_IN.format(python=sys.executable, root=str(ROOT)))
-  os.chmod(path, 0o755)
+  warm_process.write_stand_in(os.path.join(directory, 'rlds-reverb'),
+                              'rlds_reverb')
   return directory
 
 

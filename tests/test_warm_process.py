@@ -65,22 +65,12 @@ def test_other_import_time_settings_start_a_new_process():
   assert (warm.stdout, fresh.stdout) == ('True\n', 'False\n')
 
 
-STAND_IN = '''#!{python} -S
-import sys
-sys.path.insert(0, {root!r})
-from tests import warm_process
-warm_process.exec_warm('tests.warm_waiter', sys.argv[1:])
-'''
-
-
 def test_a_stand_in_is_the_command_for_a_shell(tmp_path):
   """`exec_warm` behind a command on PATH, as the docs' pages run
   `rlds-reverb`: its output and exit status are the child's, a Ctrl-C of
   its process group reaches the child, and a SIGKILL of the group ends it."""
   stand_in = tmp_path / 'waiter'
-  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  stand_in.write_text(STAND_IN.format(python=sys.executable, root=root))
-  stand_in.chmod(0o755)
+  warm_process.write_stand_in(str(stand_in), 'tests.warm_waiter')
   env = dict(os.environ, **{
       warm_process.ZYGOTE_VARIABLE: warm_process.zygote_socket()})
   done = subprocess.run([str(stand_in), 'exit', '4'], env=env,

@@ -52,8 +52,7 @@ IMPORT_TIME_VARIABLES = ('TF_CPP_MIN_LOG_LEVEL', 'TF_CPP_MAX_VLOG_LEVEL',
 # The zygote starts here (`python -m tests.warm_process`): this repository
 # comes first on its sys.path, as for a child with ROOT on its PYTHONPATH.
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_STATUS = struct.Struct('!q')
-_EXIT = struct.Struct('!qd')  # Wait status, CPU seconds.
+_INT = struct.Struct('!q')  # A pid, a wait status, a message's length.
 # CPU seconds of this process's zygotes: their imports, and the children they
 # forked and reaped (for WarmPopen and for stand-ins alike), as the zygote
 # last said: what RUSAGE_CHILDREN shows for subprocess.Popen's children.
@@ -63,22 +62,39 @@ _REAPED = {'cpu': 0.0}
 _REAPED_LOCK = threading.Lock()
 
 
-def _send_request(conn: socket.socket, request: dict, fds) -> None:
-  data = json.dumps(request).encode()
-  socket.send_fds(conn, [_STATUS.pack(len(data)) + data], list(fds))
+def _send(conn: socket.socket, message: dict, fds=()) -> None:
+  """A JSON message, its length first, with file descriptors beside it."""
+  data = json.dumps(message).encode()
+  socket.send_fds(conn, [_INT.pack(len(data)) + data], list(fds))
 
 
 def _receive_request(conn: socket.socket):
-  header, fds, _, _ = socket.recv_fds(conn, _STATUS.size + 65536, 3)
-  if len(header) < _STATUS.size:
+  """A message and the file descriptors sent with it (up to 3)."""
+  header, fds, _, _ = socket.recv_fds(conn, _INT.size + 65536, 3)
+  if len(header) < _INT.size:
     raise EOFError('no request')
-  (size,), data = _STATUS.unpack(header[:_STATUS.size]), header[_STATUS.size:]
+  (size,), data = _INT.unpack(header[:_INT.size]), header[_INT.size:]
   return json.loads(data + _receive_exactly(conn, size - len(data))), fds
 
 
-def _receive_message(conn: socket.socket) -> bytes:
-  (size,) = _STATUS.unpack(_receive_exactly(conn, _STATUS.size))
-  return _receive_exactly(conn, size)
+def _receive(conn: socket.socket) -> dict:
+  (size,) = _INT.unpack(_receive_exactly(conn, _INT.size))
+  return json.loads(_receive_exactly(conn, size))
+
+
+def _receive_int(conn: socket.socket) -> int:
+  return _INT.unpack(_receive_exactly(conn, _INT.size))[0]
+
+
+def _receive_exactly(conn: socket.socket, size: int) -> bytes:
+  data = b''
+  while len(data) < size:
+    more = conn.recv(size - len(data))
+    if not more:
+      raise EOFError('the zygote closed the connection')
+    data += more
+  return data
+
 
 
 # The zygote ---------------------------------------------------------------
@@ -102,7 +118,7 @@ def _serve(path: str) -> None:
     except (OSError, EOFError, ValueError, struct.error):
       conn.close()  # A test that went away: nothing to start.
       continue
-    if request.get('ask') == 'env' or len(fds) != 3:
+    if 'ask' in request or len(fds) != 3:
       _answer(conn, request, fds)
       continue
     sys.stdout.flush()
@@ -114,13 +130,14 @@ def _serve(path: str) -> None:
       _become_child(request, fds)  # Never returns: raises SystemExit.
     for fd in fds:
       os.close(fd)
-    conn.sendall(_STATUS.pack(pid))
+    conn.sendall(_INT.pack(pid))
     threading.Thread(target=_report_exit, args=(pid, conn),
                      daemon=True).start()
 
 
 def _answer(conn: socket.socket, request: dict, fds) -> None:
-  """The zygote's import-time settings, for a stand-in to compare."""
+  """What a test asks: the CPU of the children reaped ('cpu'), or the
+  zygote's import-time settings ('env', for a stand-in to compare)."""
   for fd in fds:
     os.close(fd)
   if request.get('ask') == 'cpu':
@@ -129,9 +146,8 @@ def _answer(conn: socket.socket, request: dict, fds) -> None:
   else:
     answer = {name: os.environ.get(name)
               for name in request.get('variables', ())}
-  data = json.dumps(answer).encode()
   try:
-    conn.sendall(_STATUS.pack(len(data)) + data)
+    _send(conn, answer)
   except OSError:
     pass
   conn.close()
@@ -152,7 +168,7 @@ def _report_exit(pid: int, conn: socket.socket) -> None:
   with _REAPED_LOCK:
     _REAPED['cpu'] += usage.ru_utime + usage.ru_stime
   try:
-    conn.sendall(_EXIT.pack(status, usage.ru_utime + usage.ru_stime))
+    conn.sendall(_INT.pack(status))
   except OSError:
     pass  # The test is gone: nobody waits.
   conn.close()
@@ -242,8 +258,8 @@ def forked_cpu() -> float:
     try:
       with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.connect(_ZYGOTE.path)
-        _send_request(conn, {'ask': 'cpu'}, [])
-        CPU['children'] = json.loads(_receive_message(conn))['cpu']
+        _send(conn, {'ask': 'cpu'})
+        CPU['children'] = _receive(conn)['cpu']
     except (OSError, EOFError, ValueError):
       pass
   return sum(CPU.values())
@@ -262,14 +278,16 @@ class _Zygote:
     """The environment the zygote imports with: this process's, when the
     first warm child starts it."""
     with self._lock:
-      if self._process is None or self._process.poll() is not None:
-        return dict(os.environ)
-      return self._env
+      return self._env if self.running() else dict(os.environ)
+
+  def ensure(self) -> None:
+    """Starts the zygote unless it runs."""
+    with self._lock:
+      if not self.running():
+        self._start()
 
   def connect(self) -> socket.socket:
-    with self._lock:
-      if self._process is None or self._process.poll() is not None:
-        self._start()
+    self.ensure()
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     conn.connect(self._path)
     return conn
@@ -298,7 +316,6 @@ class _Zygote:
       raise RuntimeError(f'the zygote did not start: {line!r}')
     CPU['zygote'] += float(line.split()[1])
     atexit.register(self._process.kill)
-
 
 
 _ZYGOTE = _Zygote()
@@ -349,11 +366,11 @@ class WarmPopen(subprocess.Popen):
     self._zygote_conn = conn
     fds = [fd if fd != -1 else default
            for fd, default in ((p2cread, 0), (c2pwrite, 1), (errwrite, 2))]
-    _send_request(conn, {
+    _send(conn, {
         'run': run, 'env': child_env,
         'cwd': os.fspath(cwd) if cwd is not None else os.getcwd(),
         'new_session': bool(start_new_session)}, fds)
-    (self.pid,) = _STATUS.unpack(_receive_exactly(conn, _STATUS.size))
+    self.pid = _receive_int(conn)
     self._child_created = True
     self._close_pipe_fds(p2cread, p2cwrite, c2pread, c2pwrite, errread,
                          errwrite)
@@ -364,15 +381,14 @@ class WarmPopen(subprocess.Popen):
     if not block:
       conn.setblocking(False)
       try:
-        if len(conn.recv(_EXIT.size, socket.MSG_PEEK)) < _EXIT.size:
+        if len(conn.recv(_INT.size, socket.MSG_PEEK)) < _INT.size:
           return None
       except BlockingIOError:
         return None
       finally:
         conn.setblocking(True)
-    data = _receive_exactly(conn, _EXIT.size)
+    status = _receive_int(conn)
     conn.close()
-    status, _ = _EXIT.unpack(data)
     return status
 
   def _try_wait(self, wait_flags):
@@ -393,16 +409,6 @@ class WarmPopen(subprocess.Popen):
       finally:
         self._waitpid_lock.release()
     return self.returncode
-
-
-def _receive_exactly(conn: socket.socket, size: int) -> bytes:
-  data = b''
-  while len(data) < size:
-    more = conn.recv(size - len(data))
-    if not more:
-      raise EOFError('the zygote closed the connection')
-    data += more
-  return data
 
 
 def run(args, *, input=None, timeout=None, capture_output=False,  # pylint: disable=redefined-builtin
@@ -433,7 +439,7 @@ _PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2,
 def zygote_socket() -> str:
   """The zygote's socket (starting it), for stand-ins run in child
   processes: put it in their environment as ZYGOTE_VARIABLE."""
-  _ZYGOTE.connect().close()
+  _ZYGOTE.ensure()
   return _ZYGOTE.path
 
 
@@ -442,10 +448,26 @@ def _ask_env(path: str, variables):
   try:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
       conn.connect(path)
-      _send_request(conn, {'ask': 'env', 'variables': list(variables)}, [])
-      return json.loads(_receive_message(conn))
+      _send(conn, {'ask': 'env', 'variables': list(variables)})
+      return _receive(conn)
   except (OSError, EOFError, ValueError):
     return None
+
+
+STAND_IN = '''#!{python} -S
+import sys
+sys.path.insert(0, {root!r})
+from tests import warm_process
+warm_process.exec_warm({module!r}, sys.argv[1:])
+'''
+
+
+def write_stand_in(path: str, module: str) -> None:
+  """An executable at `path` that runs as `python -m MODULE`, forked from
+  the zygote (`exec_warm`): a command on PATH for a shell."""
+  with open(path, 'w') as f:
+    f.write(STAND_IN.format(python=sys.executable, root=ROOT, module=module))
+  os.chmod(path, 0o755)
 
 
 def exec_warm(module: str, args) -> None:
@@ -471,14 +493,14 @@ def exec_warm(module: str, args) -> None:
     signal.signal(signum, pass_on)
   conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
   conn.connect(path)
-  _send_request(conn, {
+  _send(conn, {
       'run': ['module', module, list(args)], 'env': dict(os.environ),
       'cwd': os.getcwd(), 'new_session': False, 'die_with': os.getpid()},
-                [0, 1, 2])
-  (child['pid'],) = _STATUS.unpack(_receive_exactly(conn, _STATUS.size))
+        [0, 1, 2])
+  child['pid'] = _receive_int(conn)
   for signum in child['pending']:
     os.kill(child['pid'], signum)
-  status, _ = _EXIT.unpack(_receive_exactly(conn, _EXIT.size))
+  status = _receive_int(conn)
   if os.WIFSIGNALED(status):
     signum = os.WTERMSIG(status)
     signal.signal(signum, signal.SIG_DFL)
