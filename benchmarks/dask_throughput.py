@@ -31,6 +31,8 @@ TensorFlow and Beam as they start) ready in 3.6 s. docs/scaling.md,
 """
 
 import argparse
+import contextlib
+import dataclasses
 import json
 import os
 import resource
@@ -45,24 +47,58 @@ import common  # pylint: disable=g-bad-import-order
 
 TABLE = 'bench'
 EPISODE_STEPS = 1000
+LOCAL = '--workers 2'
+# A cluster that is already running when the command starts, as on a real
+# deployment: started (2 quiet workers) before the timer, closed after it.
+RUNNING = '--runner dask --dask-scheduler'
 BUILDS = {
-    '--workers 2': ['--workers', '2'],
+    LOCAL: ['--workers', '2'],
     '--runner dask --workers 2': ['--runner', 'dask', '--workers', '2'],
+    RUNNING: ['--runner', 'dask', '--dask-scheduler'],
 }
 PUSHES = BUILDS
 
 
+@contextlib.contextmanager
+def mode_arguments(mode: str):
+  """The command's arguments for `mode`; a running cluster's address."""
+  if mode != RUNNING:
+    yield BUILDS[mode]
+    return
+  from rlds_reverb import dask_worker  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  with dask_worker.local_cluster(2) as address:
+    yield [*BUILDS[mode], address]
+
+
 def run(command):
-  """(wall seconds, CPU seconds of its process tree, stdout)."""
+  """(wall seconds, stdout)."""
   env = {**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3'}
-  cpu_before = _children_cpu_seconds()
   start = time.perf_counter()
   result = subprocess.run(command, capture_output=True, text=True,
                           check=False, env=env)
   wall = time.perf_counter() - start
   if result.returncode != 0:
     raise RuntimeError(f'{" ".join(command)} failed: {result.stderr}')
-  return wall, _children_cpu_seconds() - cpu_before, result.stdout
+  return wall, result.stdout
+
+
+@dataclasses.dataclass
+class Timing:
+  arguments: list
+  wall: float = 0.0
+  cpu: float = 0.0
+
+
+@contextlib.contextmanager
+def timed(mode: str):
+  """A `Timing` of one command: its wall seconds (set by the caller), and
+  the CPU seconds of its process tree and of a running cluster's workers
+  (counted once the cluster is closed, their start-up included)."""
+  cpu_before = _children_cpu_seconds()
+  with mode_arguments(mode) as arguments:
+    timing = Timing(arguments)
+    yield timing
+  timing.cpu = _children_cpu_seconds() - cpu_before
 
 
 def _children_cpu_seconds() -> float:
@@ -73,9 +109,11 @@ def _children_cpu_seconds() -> float:
 def build_round(dataset: str, root: str, mode: str):
   out = os.path.join(root, 'built')
   shutil.rmtree(out, ignore_errors=True)
-  wall, cpu, stdout = run([
-      sys.executable, '-m', 'rlds_reverb', 'build', '--dataset', dataset,
-      '--out', out, '--servers', '2', '--table', TABLE, *BUILDS[mode]])
+  with timed(mode) as timing:
+    timing.wall, stdout = run([
+        sys.executable, '-m', 'rlds_reverb', 'build', '--dataset', dataset,
+        '--out', out, '--servers', '2', '--table', TABLE, *timing.arguments])
+  wall, cpu = timing.wall, timing.cpu
   items = sum(int(line.split('; ')[1].split(' items')[0].replace(',', ''))
               for line in stdout.splitlines() if line.startswith('built '))
   pipeline = [float(line.rsplit('; ', 1)[1].split(' s')[0])
@@ -84,9 +122,11 @@ def build_round(dataset: str, root: str, mode: str):
 
 
 def push_round(dataset: str, address: str, mode: str):
-  wall, cpu, stdout = run([
-      sys.executable, '-m', 'rlds_reverb', 'push', '--dataset', dataset,
-      '--server', address, '--table', TABLE, '--json', *PUSHES[mode]])
+  with timed(mode) as timing:
+    timing.wall, stdout = run([
+        sys.executable, '-m', 'rlds_reverb', 'push', '--dataset', dataset,
+        '--server', address, '--table', TABLE, '--json', *timing.arguments])
+  wall, cpu = timing.wall, timing.cpu
   summary = json.loads(stdout)
   return wall, cpu, summary['items'], summary['seconds']
 
@@ -112,9 +152,10 @@ def report(name: str, runs: dict, steps: int, items: int) -> None:
     print(f'  {mode:28s} {wall:7.2f} s wall ({steps / wall:9,.0f} steps/s), '
           f'{cpu:7.2f} CPU s, job {pipeline:6.2f} s '
           f'[walls {", ".join(f"{r[0]:.1f}" for r in rounds)}]')
-  base, dask = medians['--workers 2'], medians['--runner dask --workers 2']
-  print(f'  dask speed / local workers speed: {base / dask:.2f}x '
-        f'(goal >= 0.8x)')
+  for mode, wall in medians.items():
+    if mode != LOCAL:
+      print(f'  {mode} speed / {LOCAL} speed: {medians[LOCAL] / wall:.2f}x '
+            f'(goal >= 0.8x)')
 
 
 def main() -> None:
