@@ -52,6 +52,17 @@ def pushed_items(signature):
     server.stop()
 
 
+def first_line(process) -> str:
+  """The next line of `process`'s stdout (a serve's 'serving ...' once it
+  is ready); a process that hangs instead is killed at HANG_GUARD_S."""
+  guard = threading.Timer(HANG_GUARD_S, process.kill)
+  guard.start()
+  try:
+    return process.stdout.readline()
+  finally:
+    guard.cancel()
+
+
 class Serve:
   """`rlds-reverb serve` as a subprocess with its stderr in a file."""
 
@@ -76,12 +87,7 @@ class Serve:
 
   def __enter__(self):
     """Waits for 'serving TABLE on ADDRESS'; a hang is killed by a timer."""
-    guard = threading.Timer(HANG_GUARD_S, self.process.kill)
-    guard.start()
-    try:
-      line = self.process.stdout.readline()
-    finally:
-      guard.cancel()
+    line = first_line(self.process)
     assert line.startswith(f'serving {self.names} on '), (line, self.stderr())
     self.address = line.split()[-1]
     self.port = int(self.address.split(':')[-1])

@@ -174,10 +174,10 @@ def checkpoint_dir_cases(built, own, tmp_path):
                 f'its parent, --checkpoint-dir {own}, to restart from it, or '
                 f'--from-checkpoint {one_own} to start from it'),
       (server_root,
-       f'{server_root} holds one build per server (server-0-of-2, '
-       'server-1-of-2): start one serve per server, each with '
-       f'--from-checkpoint {server_root}/server-0-of-2 and so on (the lines '
-       '`rlds-reverb build` printed)'),
+       f'{server_root} holds a build of 2 servers, and each server\'s first '
+       'checkpoint would delete its part: start from it with '
+       f'--from-checkpoint {server_root}, and give --checkpoint-dir a new '
+       "directory for the servers' own checkpoints"),
       (killed, f'{killed} holds an unfinished build '
                '(2026-11-28T07:00:00.5+00:00, 3.0 KB without a DONE file, '
                f'left by a build that was killed), {DELETED.format(it="it")}'
@@ -208,6 +208,14 @@ def test_serve_refuses_what_it_cannot_start_from(dataset, built, own,
   (cut / checkpoints.DONE).unlink()
   killed = unfinished_build(tmp_path / 'killed')
   user = project(tmp_path / 'project')
+  three = tmp_path / 'three'  # Where 3 servers checkpointed before.
+  for k in range(3):
+    (three / f'server-{k}-of-3').mkdir(parents=True)
+  half = tmp_path / 'half'
+  copy_tree(built, half / 'server-0-of-2')
+  copy_tree(built, half / 'server-1-of-3')
+  # Listens where the second of two servers would.
+  taken = reverb_tables.start_server([reverb.Table.queue('q', 10)])
   cases = [
       (('--from-checkpoint', tmp_path / 'missing'),
        f'--from-checkpoint: {tmp_path}/missing: no such directory'),
@@ -221,21 +229,40 @@ def test_serve_refuses_what_it_cannot_start_from(dataset, built, own,
       (('--from-checkpoint', user),
        f'--from-checkpoint: {user} holds no complete checkpoint (a directory '
        'with a DONE file)'),
-      (('--from-checkpoint', server_root),
-       f'--from-checkpoint: {server_root} holds one build per server '
-       '(server-0-of-2, server-1-of-2): start one serve per server, each '
-       f'with --from-checkpoint {server_root}/server-0-of-2 and so on (the '
-       'lines `rlds-reverb build` printed)'),
       (('--from-checkpoint', newest(own), '--checkpoint-dir', own),
        f'--from-checkpoint {newest(own)} lies in --checkpoint-dir {own}, '
        "where the server's first checkpoint would delete it: give "
        '--checkpoint-dir a directory of its own'),
+      # A build of many servers: refused whole, before any server starts.
+      (('--from-checkpoint', server_root, '--checkpoint-dir', three),
+       f'--from-checkpoint {server_root} holds a build of 2 servers, '
+       f'--checkpoint-dir {three} the checkpoints of 3: give a new '
+       '--checkpoint-dir'),
+      (('--from-checkpoint', half),
+       f'--from-checkpoint: {half} holds server-0-of-2, server-1-of-3, not '
+       'one whole build of servers (server-0-of-S to server-(S-1)-of-S, all '
+       'of one S)'),
+      (('--from-checkpoint', server_root, '--port', str(taken.port - 1)),
+       f'--port: server 1 of 2 would listen on {taken.port}: port '
+       f'{taken.port} is already in use: another server listens there; '
+       'choose another port, or stop that server first'),
+      (('--from-checkpoint', server_root, '--port', '65535'),
+       '--port 65535: 2 servers need ports 65535 to 65536, past 65535'),
+      (('--keep-going',),
+       '--keep-going goes with a build of many servers (--from-checkpoint '
+       'DIR holding server-K-of-S)'),
+      (('--from-checkpoint', newest(own), '--servers-file', tmp_path / 'f'),
+       '--servers-file goes with a build of many servers (--from-checkpoint '
+       'DIR holding server-K-of-S)'),
   ]
-  for options, message in cases:
-    result = run_cli_here('serve', '--dataset', dataset, '--table', TABLE,
-                          *options)
-    assert (result.returncode, result.stdout) == (2, ''), result.stderr
-    assert result.stderr.splitlines() == [f'rlds-reverb: error: {message}']
+  try:
+    for options, message in cases:
+      result = run_cli_here('serve', '--dataset', dataset, '--table', TABLE,
+                            *options)
+      assert (result.returncode, result.stdout) == (2, ''), result.stderr
+      assert result.stderr.splitlines() == [f'rlds-reverb: error: {message}']
+  finally:
+    taken.stop()
 
 
 def test_build_refuses_an_out_that_is_not_new_or_empty(dataset, built,

@@ -165,9 +165,8 @@ def test_workers_build_one_checkpoint_per_server(dataset, signature,
   assert built.returncode == 0, built.stderr
   lines = built.stdout.splitlines()
   assert lines[2:] == [
-      f'serve server {k} of 2: rlds-reverb serve --dataset {dataset} '
-      f'--from-checkpoint {out}/server-{k}-of-2 --table {TABLE}'
-      for k in range(2)]
+      f'serve all 2 servers: rlds-reverb serve --dataset {dataset} '
+      f'--from-checkpoint {out} --table {TABLE}']
   drained = []
   for k, summary in enumerate(lines[:2]):
     root = out / f'server-{k}-of-2'

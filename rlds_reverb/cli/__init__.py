@@ -87,6 +87,8 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 def _run(argv: Optional[List[str]]) -> int:
   args = build_parser().parse_args(argv)
+  # As given: a command may run itself again in children (serve_many).
+  args.argv = list(sys.argv[1:] if argv is None else argv)
   if not args.debug:
     quiet.silence()  # Before the command imports TensorFlow or gym.
   try:

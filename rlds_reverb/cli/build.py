@@ -126,10 +126,10 @@ def run(args: argparse.Namespace) -> int:
   for result in results:
     push_shared.note_skipped([vars(episode) for episode in result.skipped])
     print(summary_text(result, names), flush=True)
-  for server, root in enumerate(roots):
-    which = (f'server {server} of {len(roots)}' if len(roots) > 1 else 'it')
-    print(f'serve {which}: {serve_command(args, configured, root)}',
-          flush=True)
+  # One command serves them all: many servers start one process each.
+  which = f'all {len(roots)} servers' if len(roots) > 1 else 'it'
+  print(f'serve {which}: {serve_command(args, configured, args.out)}',
+        flush=True)
   for line in after_build_notes(args):
     output.note(line)
   return output.EXIT_OK

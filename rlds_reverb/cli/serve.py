@@ -42,6 +42,7 @@ from rlds_reverb.checkpoints import loading
 from rlds_reverb.cli import options
 from rlds_reverb.cli import output
 from rlds_reverb.cli import serve_checkpoints
+from rlds_reverb.cli import serve_many
 from rlds_reverb.cli import tables as table_flags
 from rlds_reverb.errors import AddressError
 from rlds_reverb.errors import CheckpointError
@@ -62,6 +63,8 @@ examples:
   kill -USR1 PID    # checkpoint now and keep serving
   rlds-reverb serve --dataset DIR --from-checkpoint /data/built \\
       --checkpoint-dir /data/served    # start from a build, keep it as is
+  rlds-reverb serve --dataset DIR --from-checkpoint /data/built4 \\
+      --table replay --port 8000    # a build of 4 servers: ports 8000-8003
 
 Table options apply to the --table before them (--max-size above, given
 first, to all three). At start it prints, per table, e.g. "memory estimate:
@@ -86,6 +89,14 @@ entry of the directory: a directory holding anything else is refused (exit
 served (a --table of its name); its settings replace the table options, and
 serve names the options it ignores. reverb.Client('HOST:PORT').checkpoint()
 from Python writes one too.
+
+A --from-checkpoint DIR of a build of S servers (DIR/server-K-of-S, what
+build --servers S writes) starts S server processes, server K on port
+--port+K (or a free one), each loading its part at once and keeping its own
+checkpoints in CHECKPOINT_DIR/server-K-of-S; once all answer it prints
+'serving TABLES on S servers of every interface: ADDRESS ...' and writes
+--servers-file. Signals go to every server; one that ends unasked is named,
+and the others are stopped (exit 1) unless --keep-going.
 """
 
 # How often the main thread looks at what the signals asked for.
@@ -112,10 +123,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help=('start from this checkpoint, or the newest in '
                             'this directory (a build), when --checkpoint-dir '
                             'holds none; it is only read, never changed'))
+  parser.add_argument('--servers-file', default=None, metavar='PATH',
+                      help=('with a build of many servers: write their '
+                            'addresses, tables, items and signature here '
+                            'once all are ready (default: '
+                            'CHECKPOINT_DIR/servers.json), removed at stop'))
+  parser.add_argument('--keep-going', action='store_true',
+                      help=('with a build of many servers: when one ends '
+                            'unasked, keep the others serving (default: '
+                            'stop them, exit 1)'))
+  # Set by serve_many for each server of many: K:S:PARENT_PID.
+  parser.add_argument('--as-server', default=None, help=argparse.SUPPRESS)
   table_flags.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+  if args.as_server:
+    serve_many.become_server(args)
+  else:
+    layout = serve_many.layout_of(args)
+    if layout is not None:
+      table_flags.table_options(args)  # Bad table options said once, here.
+      requests = _Requests()
+      requests.install()
+      return serve_many.run(args, layout, requests)
   configured = table_flags.table_options(args)
   for failed, message in options.image_usage_problems(args):
     if failed:
@@ -163,7 +194,11 @@ def run(args: argparse.Namespace) -> int:
     for line in memory_lines(row_spec, {name: info[name] for name in names},
                              measured):
       output.note(line)
-    print(serving_text(names, server.port), flush=True)
+    if args.as_server:  # Read by the serve of many servers that started it.
+      print(serve_many.ready_record(server.port, info, names, signature),
+            flush=True)
+    else:
+      print(serving_text(names, server.port), flush=True)
     _serve_until_stopped(requests, client, args.checkpoint_dir)
     if args.checkpoint_dir:
       path = _checkpoint(client, args.checkpoint_dir)

@@ -140,9 +140,8 @@ def _one_checkpoint_text(path: str) -> str:
 def _servers_text(found: directories.Checkpoints) -> str:
   servers = directories.server_roots(found)
   return (f'{found.root} holds one build per server ({", ".join(servers)}): '
-          f'start one serve per server, each with --from-checkpoint '
-          f'{os.path.join(found.root, servers[0])} and so on (the lines '
-          f'`rlds-reverb build` printed)')
+          f'serve --from-checkpoint {found.root} serves them all, one '
+          'process each')
 
 
 def incomplete_text(found: directories.Checkpoints) -> Optional[str]:

@@ -1,0 +1,386 @@
+"""`rlds-reverb serve` of a build of many servers: one server process each,
+started, watched and stopped as one.
+
+    serve --dataset D --table T --from-checkpoint BUILT [--checkpoint-dir OWN]
+          [--port P] [--servers-file F] [--keep-going]
+      BUILT holds server-K-of-S (`build --servers S`); OWN, if given, is
+      new, or holds the server-K-of-S roots of an earlier such serve (then
+      `--from-checkpoint` may be left out: each server reloads its own)
+        -> S children: `rlds-reverb <these arguments> --as-server K:S:PID`,
+           each a plain serve of BUILT/server-K-of-S, its own checkpoints in
+           OWN/server-K-of-S, on port P+K (or a free one), loading at once
+        -> a line per server as it is ready; a total once all are, with
+           their addresses on stdout; F (default OWN/servers.json) written:
+           addresses, tables, items, the signature, for readers
+      SIGINT, SIGTERM  -> every server checkpoints (with OWN) and stops
+      SIGUSR1          -> every server checkpoints, into its own root
+      a server that ends unasked -> named at once; the others stopped, exit
+                          1 (2 if it refused its arguments), unless
+                          --keep-going
+
+A child is a serve of its own: every check, message and signal of one
+server holds for each, and its lines come out prefixed 'server K of S'. It
+ends with this process (`lifeline`), so a killed parent leaves no server
+behind. BUILT is only read, as one serve reads a seed: a build handed as
+--checkpoint-dir is refused, since each server's first checkpoint would
+delete it.
+"""
+
+import dataclasses
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, Dict, List, Optional
+
+from rlds_reverb import addresses
+from rlds_reverb._util import lifeline
+from rlds_reverb._util import wording
+from rlds_reverb.checkpoints import directories
+from rlds_reverb.checkpoints import parts
+from rlds_reverb.cli import output
+from rlds_reverb.errors import AddressError
+
+SERVERS_FILE = 'servers.json'
+# How often the main thread looks at signals and its children.
+_POLL_S = 0.2
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+  """What one serve of many servers starts: S servers, their seeds, roots
+  and ports."""
+  servers: int
+  seed: Optional[str]  # BUILT: server-K-of-S inside, only read.
+  own: Optional[str]  # OWN: each server's own root is OWN/server-K-of-S.
+  port: Optional[int]  # Server K listens on port + K; None: free ones.
+  servers_file: Optional[str]
+
+  def port_of(self, server: int) -> Optional[int]:
+    return None if self.port is None else self.port + server
+
+  def name(self, server: int) -> str:
+    return f'server {server} of {self.servers}'
+
+
+def layout_of(args) -> Optional[Layout]:
+  """The servers `args` ask for, or None for one server (serve as ever).
+  Refuses (exit 2) what cannot be served as a whole, before any start."""
+  seed = _servers_of(args.from_checkpoint, '--from-checkpoint')
+  own = _servers_of(args.checkpoint_dir, '--checkpoint-dir')
+  if seed is None and own is None:
+    for given, flag in ((args.keep_going, '--keep-going'),
+                        (args.servers_file, '--servers-file')):
+      if given:
+        raise _usage(f'{flag} goes with a build of many servers '
+                     '(--from-checkpoint DIR holding server-K-of-S)')
+    return None
+  if own is not None:
+    _check_own_roots(args.checkpoint_dir, own)
+  if seed is not None and own is not None and seed != own:
+    raise _usage(
+        f'--from-checkpoint {args.from_checkpoint} holds a build of {seed} '
+        f'servers, --checkpoint-dir {args.checkpoint_dir} the checkpoints '
+        f'of {own}: give a new --checkpoint-dir')
+  servers = seed or own
+  _check_ports(args.port, servers)
+  servers_file = args.servers_file or (
+      os.path.join(args.checkpoint_dir, SERVERS_FILE)
+      if args.checkpoint_dir else None)
+  return Layout(servers=servers,
+                seed=args.from_checkpoint if seed else None,
+                own=args.checkpoint_dir, port=args.port,
+                servers_file=servers_file)
+
+
+def _usage(message: str) -> output.CliError:
+  return output.CliError(message, output.EXIT_USAGE)
+
+
+def _servers_of(root: Optional[str], flag: str) -> Optional[int]:
+  """S if `root` holds server-0-of-S ... server-(S-1)-of-S, else None."""
+  if not root or not os.path.isdir(root):
+    return None
+  names = directories.server_roots(directories.find(root))
+  if not names:
+    return None
+  servers = int(names[0].rsplit('-', 1)[1])
+  whole = [os.path.basename(parts.server_root(root, server, servers))
+           for server in range(servers)]
+  if list(names) != whole:
+    raise _usage(f'{flag}: {root} holds {wording.listed(names)}, not one '
+                 f'whole build of servers (server-0-of-S to '
+                 f'server-(S-1)-of-S, all of one S)')
+  return servers
+
+
+def _check_own_roots(root: str, servers: int) -> None:
+  """OWN's server roots must be servers' own: a build there would be
+  deleted by its server's first checkpoint."""
+  for server in range(servers):
+    found = directories.find(parts.server_root(root, server, servers))
+    if found.built or found.unfinished or found.parts:
+      raise _usage(
+          f'--checkpoint-dir: {root} holds a build of {servers} servers, and '
+          "each server's first checkpoint would delete its part: start from "
+          f'it with --from-checkpoint {root}, and give --checkpoint-dir a new '
+          "directory for the servers' own checkpoints")
+
+
+def _check_ports(port: Optional[int], servers: int) -> None:
+  if port is None:
+    return
+  last = port + servers - 1
+  if last > addresses.MAX_PORT:
+    raise _usage(f'--port {port}: {servers} servers need ports {port} to '
+                 f'{last}, past {addresses.MAX_PORT}')
+  for server in range(servers):
+    try:
+      addresses.check_port_free(port + server)
+    except AddressError as e:
+      raise _usage(f'--port: server {server} of {servers} would listen on '
+                   f'{port + server}: {e}') from e
+
+
+# --- In each child: a plain serve of its own part. ---------------------------
+
+def become_server(args) -> None:
+  """In a child (`--as-server K:S:PID`): `args` made those of server K's
+  own serve, and this process tied to its parent's life."""
+  server, servers, parent = (int(part) for part in args.as_server.split(':'))
+  lifeline.end_with_parent(parent)
+  if args.from_checkpoint:
+    args.from_checkpoint = parts.server_root(args.from_checkpoint, server,
+                                             servers)
+  if args.checkpoint_dir:
+    args.checkpoint_dir = parts.server_root(args.checkpoint_dir, server,
+                                            servers)
+  if args.port is not None:
+    args.port += server
+
+
+def ready_record(port: int, info, names: List[str], signature) -> str:
+  """The one stdout line of a child once it serves: what the parent reads."""
+  return json.dumps({
+      'port': port,
+      'tables': {name: {'items': info[name].current_size,
+                        'max_size': info[name].max_size} for name in names},
+      'signature': output.spec_fields(signature)})
+
+
+# --- In the parent: start, watch, stop. --------------------------------------
+
+class _Child:
+  """One server process, its lines read by two threads into `events`."""
+
+  def __init__(self, args, layout: Layout, server: int, events: queue.Queue):
+    self.server = server
+    self.name = layout.name(server)
+    self.ready: Optional[Dict[str, Any]] = None
+    self.reported = False
+    command = [sys.executable, '-m', 'rlds_reverb', *args.argv,
+               '--as-server', f'{server}:{layout.servers}:{os.getpid()}']
+    self.process = subprocess.Popen(
+        command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, bufsize=1)
+    self._readers = [
+        threading.Thread(target=self._read_records, args=(events,),
+                         daemon=True),
+        threading.Thread(target=self._pass_lines, daemon=True)]
+    for reader in self._readers:
+      reader.start()
+
+  def _read_records(self, events: queue.Queue) -> None:
+    for line in self.process.stdout:
+      try:
+        events.put((self, json.loads(line)))
+      except json.JSONDecodeError:
+        output.note(f'{self.name}: {line.rstrip()}')
+
+  def _pass_lines(self) -> None:
+    prefix = f'{output.PROG}: '
+    for line in self.process.stderr:
+      line = line.rstrip('\n')
+      output.note(f'{self.name}: '
+                  f'{line[len(prefix):] if line.startswith(prefix) else line}')
+
+  def signal(self, signum: int) -> None:
+    if self.process.poll() is None:
+      try:
+        self.process.send_signal(signum)
+      except ProcessLookupError:
+        pass
+
+  def finish(self) -> int:
+    code = self.process.wait()
+    for reader in self._readers:
+      reader.join()
+    return code
+
+  @property
+  def address(self) -> Optional[str]:
+    return f'localhost:{self.ready["port"]}' if self.ready else None
+
+
+def run(args, layout: Layout, requests) -> int:
+  """Serves `layout`'s servers until `requests.stop`, or one ends unasked.
+  `requests`: serve's signal flags, installed before the children start."""
+  start = time.monotonic()
+  events = queue.Queue()
+  output.note(_starting_text(layout))
+  children = [_Child(args, layout, server, events)
+              for server in range(layout.servers)]
+  watch = _Watch(layout, children, args.keep_going)
+  try:
+    while watch.running():
+      _take_events(events, watch, start)
+      if requests.checkpoint:
+        requests.checkpoint = False
+        watch.forward(signal.SIGUSR1, 'SIGUSR1: every server writes a '
+                      'checkpoint, into its own root')
+      if requests.stop:
+        watch.stop()
+      watch.look(time.monotonic() - start)
+    _take_events(events, watch, start)
+  finally:
+    watch.stop()
+    codes = [child.finish() for child in children]
+    _remove(watch.servers_file)
+  code = watch.exit_code(codes)
+  if code == output.EXIT_OK:
+    output.note(f'all {layout.servers} servers stopped')
+  return code
+
+
+def _starting_text(layout: Layout) -> str:
+  where = (f'from {layout.seed}/server-K-of-{layout.servers}' if layout.seed
+           else f'from their own checkpoints in {layout.own}')
+  ports = (f'ports {layout.port} to {layout.port_of(layout.servers - 1)}'
+           if layout.port is not None else 'free ports')
+  return (f'starting {layout.servers} servers {where}, on {ports}, each in '
+          'a process of its own, loading at the same time')
+
+
+def _take_events(events: queue.Queue, watch: '_Watch', start: float) -> None:
+  while True:
+    try:
+      child, record = events.get(timeout=_POLL_S)
+    except queue.Empty:
+      return
+    watch.on_ready(child, record, time.monotonic() - start)
+
+
+class _Watch:
+  """The parent's view of its children: who is ready, who ended, whether
+  it is stopping, and why."""
+
+  def __init__(self, layout: Layout, children: List[_Child],
+               keep_going: bool):
+    self.layout = layout
+    self.children = children
+    self.keep_going = keep_going
+    self.stopping = False
+    self.lost: List[int] = []  # Exit codes of servers that ended unasked.
+    self.servers_file: Optional[str] = None
+
+  def running(self) -> bool:
+    return any(child.process.poll() is None for child in self.children)
+
+  def on_ready(self, child: _Child, record: Dict[str, Any],
+               seconds: float) -> None:
+    child.ready = record
+    items = ', '.join(f'{wording.count(table["items"], "item")} in {name!r}'
+                      for name, table in record['tables'].items())
+    output.note(f'{child.name} ready on port {record["port"]}: {items} '
+                f'({seconds:.1f} s)')
+    if all(other.ready for other in self.children):
+      self._all_ready(seconds)
+
+  def _all_ready(self, seconds: float) -> None:
+    ready = [child.ready for child in self.children]
+    names = list(ready[0]['tables'])
+    total = sum(table['items'] for record in ready
+                for table in record['tables'].values())
+    if self.layout.servers_file:
+      _write_servers_file(self.layout.servers_file, self.children)
+      self.servers_file = self.layout.servers_file
+      said = (f'; addresses, tables and signature in '
+              f'{self.layout.servers_file}')
+    else:
+      said = ' (--servers-file PATH writes their addresses for readers)'
+    output.note(f'all {self.layout.servers} servers ready in {seconds:.1f} '
+                f's: {wording.count(total, "item")}{said}')
+    addresses_ = ' '.join(child.address for child in self.children)
+    print(f'serving {", ".join(names)} on {self.layout.servers} servers of '
+          f'every interface: {addresses_}', flush=True)
+
+  def forward(self, signum: int, text: str) -> None:
+    output.note(text)
+    for child in self.children:
+      child.signal(signum)
+
+  def stop(self) -> None:
+    if self.stopping:
+      return
+    self.stopping = True
+    for child in self.children:
+      child.signal(signal.SIGTERM)
+
+  def look(self, seconds: float) -> None:
+    """Says, once, each server that ended while nobody asked it to."""
+    for child in self.children:
+      code = child.process.poll()
+      if code is None or child.reported or self.stopping:
+        continue
+      child.reported = True
+      self.lost.append(code)
+      where = f' (localhost:{child.ready["port"]})' if child.ready else ''
+      if self.keep_going and self.running():
+        output.note(f'{child.name}{where} ended after {seconds:.1f} s, '
+                    f'{_status(code)}; --keep-going: the others go on')
+        continue
+      output.note(f'{child.name}{where} ended after {seconds:.1f} s, '
+                  f'{_status(code)}; stopping the others')
+      self.stop()
+
+  def exit_code(self, codes: List[int]) -> int:
+    if output.EXIT_USAGE in self.lost:
+      return output.EXIT_USAGE
+    if self.lost or any(codes):
+      return output.EXIT_FAILURE
+    return output.EXIT_OK
+
+
+def _status(code: int) -> str:
+  if code < 0:
+    return f'killed by {signal.Signals(-code).name}'
+  return f'exit code {code}'
+
+
+def _write_servers_file(path: str, children: List[_Child]) -> None:
+  """Written whole or not at all (a reader never sees half of it)."""
+  ready = [child.ready for child in children]
+  record = {
+      'servers': [{'server': child.server, 'address': child.address,
+                   'tables': child.ready['tables']} for child in children],
+      'tables': list(ready[0]['tables']),
+      'signature': ready[0]['signature'],
+  }
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  partial = f'{path}.partial'
+  with open(partial, 'w') as file:
+    json.dump(record, file, indent=1)
+  os.replace(partial, path)
+
+
+def _remove(path: Optional[str]) -> None:
+  """The servers file, once its servers are gone: no reader dials them."""
+  if path:
+    try:
+      os.remove(path)
+    except FileNotFoundError:
+      pass

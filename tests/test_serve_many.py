@@ -1,0 +1,216 @@
+"""`rlds-reverb serve` of a build of many servers: one command, one server
+process each, started, watched and stopped together (cli/serve_many.py).
+
+Real processes throughout: the serve command, and the server processes it
+starts, loading what `build --servers 2` wrote; the data is read back from
+each server and compared with what the build's checkpoints hold. Refusals
+(before anything starts) are in test_checkpoint_dirs.py.
+"""
+
+import json
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from rlds_reverb.checkpoints import directories
+from tests import built_servers
+from tests import reverb_tables
+from tests import serve_command
+from tests import warm_process
+from tests.cli_runs import HANG_GUARD_S
+from tests.cli_runs import run_cli_here
+from tests.serve_command import TABLE
+from tests.serve_command import dataset  # pylint: disable=unused-import
+from tests.serve_command import signature  # pylint: disable=unused-import
+
+SERVERS = 2
+DEADLINE_S = 60
+
+
+@pytest.fixture(scope='module')
+def built(dataset, tmp_path_factory):  # pylint: disable=redefined-outer-name
+  """CLEAN built for 2 servers: episodes 0 and 2 (3 items) to server 0,
+  episode 1 (3 items) to server 1."""
+  out = tmp_path_factory.mktemp('built') / 'out'
+  result = run_cli_here('build', '--dataset', dataset, '--out', out,
+                        '--servers', SERVERS, '--table', TABLE, '--sampler',
+                        'fifo')
+  assert result.returncode == 0, result.stderr
+  return out
+
+
+@pytest.fixture(scope='module')
+def built_items(built, signature):  # pylint: disable=redefined-outer-name
+  """What a real server loading each server's part holds."""
+  return [reverb_tables.as_multiset(_loaded(built / _root(k), signature))
+          for k in range(SERVERS)]
+
+
+def _loaded(root, signature):  # pylint: disable=redefined-outer-name
+  import reverb  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  server = reverb.Server(
+      [reverb_tables.fifo_table(TABLE, signature)],
+      checkpointer=reverb.checkpointers.DefaultCheckpointer(
+          os.fspath(pathlib.Path(root).parent / f'{root.name}-loaded'),
+          fallback_checkpoint_path=os.fspath(
+              root / directories.find(root).newest)))
+  try:
+    return reverb_tables.drain(server, TABLE)
+  finally:
+    server.stop()
+
+
+def _root(server: int) -> str:
+  return f'server-{server}-of-{SERVERS}'
+
+
+def tree(root):
+  return sorted((os.path.relpath(os.path.join(parent, name), root),
+                 os.path.getsize(os.path.join(parent, name)))
+                for parent, _, names in os.walk(root) for name in names)
+
+
+class ServeMany:
+  """The serve command as a process, its stderr in a file."""
+
+  def __init__(self, dataset, stderr_path, *options):  # pylint: disable=redefined-outer-name
+    command = [sys.executable, '-m', 'rlds_reverb', 'serve', '--dataset',
+               dataset, '--table', TABLE, *map(str, options)]
+    self.stderr_path = pathlib.Path(stderr_path)
+    with open(self.stderr_path, 'w') as stderr:
+      self.process = warm_process.WarmPopen(command, stdout=subprocess.PIPE,
+                                            stderr=stderr, text=True)
+
+  def wait_until_serving(self):
+    """The addresses on its one stdout line, once every server answers."""
+    line = serve_command.first_line(self.process)
+    prefix = f'serving {TABLE} on {SERVERS} servers of every interface: '
+    assert line.startswith(prefix), (line, self.stderr())
+    return line[len(prefix):].split()
+
+  def stderr(self) -> str:
+    return self.stderr_path.read_text()
+
+  def wait_for(self, text: str, count: int = 1) -> str:
+    deadline = time.monotonic() + DEADLINE_S
+    while self.stderr().count(text) < count:
+      assert self.process.poll() is None, (text, self.stderr())
+      assert time.monotonic() < deadline, (text, self.stderr())
+      time.sleep(0.05)
+    return self.stderr()
+
+  def servers(self):
+    """Its server processes' pids (its children), in start order."""
+    pids = []
+    for task in os.listdir(f'/proc/{self.process.pid}/task'):
+      with open(f'/proc/{self.process.pid}/task/{task}/children') as file:
+        pids += [int(pid) for pid in file.read().split()]
+    return sorted(pids)
+
+  def finish(self) -> int:
+    self.process.communicate(timeout=HANG_GUARD_S)
+    return self.process.returncode
+
+  def kill(self):
+    if self.process.poll() is None:
+      self.process.kill()
+      self.process.communicate(timeout=HANG_GUARD_S)
+
+
+def test_one_serve_starts_every_server_of_a_build_and_stops_them(
+    dataset, built, built_items, tmp_path):  # pylint: disable=redefined-outer-name
+  """Each server serves its part; servers.json says where; SIGUSR1
+  checkpoints each into its own root; SIGINT (to the command alone) stops
+  them all, checkpointed; the build is never changed."""
+  before = tree(built)
+  own = tmp_path / 'own'
+  serve = ServeMany(dataset, tmp_path / 'stderr', '--from-checkpoint', built,
+                    '--checkpoint-dir', own)
+  try:
+    addresses = serve.wait_until_serving()
+    stderr = serve.stderr()
+    for k in range(SERVERS):
+      assert (f'rlds-reverb: server {k} of 2 ready on port '
+              f'{addresses[k].split(":")[1]}: 3 items in {TABLE!r} (') in stderr
+    assert 'rlds-reverb: all 2 servers ready in ' in stderr
+    assert f': 6 items; addresses, tables and signature in {own}/servers.json' in stderr
+    listed = json.loads((own / 'servers.json').read_text())
+    assert [server['address'] for server in listed['servers']] == addresses
+    assert [server['tables'][TABLE]['items']
+            for server in listed['servers']] == [3, 3]
+    assert listed['tables'] == [TABLE]
+    assert {field['field'] for field in listed['signature']} >= {
+        'step_type', 'observation', 'action', 'reward', 'discount'}
+    assert len(serve.servers()) == SERVERS
+
+    os.kill(serve.process.pid, signal.SIGUSR1)
+    serve.wait_for('checkpoint written to', SERVERS)
+    for k in range(SERVERS):
+      assert len(directories.find(own / _root(k)).complete) == 1
+    for k, address in enumerate(addresses):
+      assert reverb_tables.as_multiset(
+          reverb_tables.drain(address, TABLE)) == built_items[k]
+
+    os.kill(serve.process.pid, signal.SIGINT)
+    assert serve.finish() == 0, serve.stderr()
+  finally:
+    serve.kill()
+  stderr = serve.stderr()
+  for k in range(SERVERS):
+    assert stderr.count(f'rlds-reverb: server {k} of 2: checkpoint written '
+                        f'to {own}/{_root(k)}/') == 2, stderr
+  assert stderr.endswith('rlds-reverb: all 2 servers stopped\n'), stderr
+  assert not (own / 'servers.json').exists()
+  assert tree(built) == before
+
+
+def _as_own_checkpoints(built, own):  # pylint: disable=redefined-outer-name
+  """`own` as if the servers had checkpointed there: each part's files,
+  without the build's mark."""
+  for k in range(SERVERS):
+    part = built / _root(k) / directories.find(built / _root(k)).newest
+    copy = own / _root(k) / part.name
+    shutil.copytree(part, copy)
+    (copy / directories.BUILD_MARK).unlink()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('keep_going', [False, True],
+                         ids=['stops_the_others', 'keep_going'])
+def test_a_server_killed_is_named_at_once(dataset, built, built_items,
+                                          tmp_path, keep_going):  # pylint: disable=redefined-outer-name
+  """A restart from the servers' own checkpoints (no --from-checkpoint);
+  then server 0 is SIGKILLed: named by number, and the others stopped
+  (exit 1), or kept serving with --keep-going (exit 1 at the end)."""
+  own = tmp_path / 'own'
+  _as_own_checkpoints(built, own)
+  options = ['--checkpoint-dir', own] + (['--keep-going'] if keep_going
+                                         else [])
+  serve = ServeMany(dataset, tmp_path / 'stderr', *options)
+  try:
+    addresses = serve.wait_until_serving()
+    assert 'from their own checkpoints in' in serve.stderr()
+    first, _ = serve.servers()
+    os.kill(first, signal.SIGKILL)
+    said = (f'rlds-reverb: server 0 of 2 ({addresses[0]}) ended after ')
+    stderr = serve.wait_for(said) if keep_going else None
+    if keep_going:
+      assert 'killed by SIGKILL; --keep-going: the others go on' in stderr
+      assert reverb_tables.as_multiset(
+          reverb_tables.drain(addresses[1], TABLE)) == built_items[1]
+      os.kill(serve.process.pid, signal.SIGTERM)
+    assert serve.finish() == 1, serve.stderr()
+  finally:
+    serve.kill()
+  stderr = serve.stderr()
+  assert said in stderr
+  if not keep_going:
+    assert 'killed by SIGKILL; stopping the others' in stderr
+  assert (f'rlds-reverb: server 1 of 2: checkpoint written to '
+          f'{own}/{_root(1)}/') in stderr
