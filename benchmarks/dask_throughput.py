@@ -10,24 +10,30 @@ float32[6]) in episodes of 1,000, in 4 record files, written by TFDS into
 
     build  rlds-reverb build --dataset DIR --out OUT --servers 2 --workers 2
            rlds-reverb build ... --servers 2 --runner dask --workers 2
+           rlds-reverb build ... --servers 2 --runner dask --dask-scheduler A
     push   rlds-reverb push --dataset DIR --server ADDR --table bench
                --workers 2                 (a server in its own process)
            rlds-reverb push ... --runner dask --workers 2
+           rlds-reverb push ... --runner dask --dask-scheduler A
 
-Each command is timed whole (start-up, the local cluster's start and close
-included) with the CPU seconds of its process tree; the builds' outputs are
-checked (every item in the two checkpoints), the pushes' tables too. The
-Dask rows also say where their time goes: the seconds to start a
-LocalCluster of 2 quiet workers, timed alone in this process, and the
-pipeline's own seconds (`BuildResult.seconds`, `--json`'s `seconds`).
-Printed: medians of wall and CPU seconds, steps per second, and each Dask
-row's speed against its local-workers row (goal, issue 41: >= 0.8x).
+`--runner dask --workers 2` starts (and closes) a local cluster of its own;
+`--dask-scheduler A` is given one already running (a scheduler and 2 quiet
+workers, started before the timer and closed after it), as on a real
+deployment. Each command is timed whole (start-up and, in the first Dask
+mode, the cluster's start and close included) with the CPU seconds of its
+process tree (and of the running cluster's workers, start-up included). The
+builds' outputs are checked (every item in the two checkpoints), the
+pushes' tables too. Also printed: the seconds to start a LocalCluster of 2
+quiet workers, timed alone in this process, and the pipeline's own seconds
+(`BuildResult.seconds`, `--json`'s `seconds`); medians of wall and CPU
+seconds, steps per second, and each Dask row's speed against the local
+workers' (goal, issue 41: >= 0.8x).
 
-Measured 2026-11-28 (2 cores, other work paused; medians of 3 rounds):
-build 14.45 s (--workers 2) against 20.40 s (dask): 0.71x; push 42.39 s
-against 51.98 s: 0.82x; a LocalCluster of 2 quiet workers (importing
-TensorFlow and Beam as they start) ready in 3.6 s. docs/scaling.md,
-"Measured here", says where the time goes.
+Measured 2026-11-28 23:30 (2 cores, other work paused; medians of 3
+rounds): build 11.81 s (--workers 2), 17.47 s (dask, own cluster: 0.68x),
+11.80 s (dask, running cluster: 1.00x); push 41.85 s, 49.34 s (0.85x),
+41.83 s (1.00x); a LocalCluster of 2 quiet workers ready in 3.5 s.
+docs/scaling.md, "Measured here", says where the time goes.
 """
 
 import argparse
