@@ -116,3 +116,8 @@ class ExportError(RldsReverbError, ValueError):
 class ImageFieldError(RldsReverbError, ValueError):
   """Fields that cannot be stored as encoded images (not uint8 [H, W, C], no
   such field, no image field at all, an unknown format)."""
+
+
+class ServersFileError(RldsReverbError, ValueError):
+  """A servers file (servers.json, written by a serve of many servers) that
+  is missing or cannot be read."""
