@@ -41,6 +41,7 @@ from rlds_reverb.errors import ResumeStateError
 from rlds_reverb.errors import ReverbTimeoutError
 from rlds_reverb.errors import RldsReverbError
 from rlds_reverb.errors import ServerUnavailableError
+from rlds_reverb.errors import ServersFileError
 from rlds_reverb.errors import ShardsFailedError
 from rlds_reverb.errors import SignatureMismatchError
 from rlds_reverb.errors import SourceError
@@ -85,6 +86,7 @@ _LAZY = {
     'mixed_replay': 'rlds_reverb.mixed',
     'mixed_replay_tables': 'rlds_reverb.mixed',
     'replay_mixture': 'rlds_reverb.mixture.replay',
+    'ShardedReplayBuffer': 'rlds_reverb.sharded_buffer',
     'check_port_free': 'rlds_reverb.addresses',
     'RldsRecorder': 'rlds_reverb.record',
     'ImageEncoding': 'rlds_reverb.tfds_out.features',
@@ -129,6 +131,7 @@ __all__ = [
     'mixed_replay',
     'mixed_replay_tables',
     'replay_mixture',
+    'ShardedReplayBuffer',
     'check_port_free',
     'RldsRecorder',
     'ImageEncoding',
@@ -166,6 +169,7 @@ __all__ = [
     'ImageFieldError',
     'FeaturesError',
     'DatasetDirectoryError',
+    'ServersFileError',
 ]
 
 

@@ -350,3 +350,57 @@ def test_mix_datasets_trains_from_two_datasets_in_fixed_shares():
       result.stdout)
   assert math.isfinite(_final_loss(result.stdout, 50))
   assert 'SyntaxWarning' not in result.stderr
+
+
+@pytest.mark.slow
+def test_sharded_replay_dqn_trains_offline_then_collects_into_each_server(
+    tmp_path):
+  """The bundled set on 2 servers (episode I on server I % 2, as a build
+  spreads them) listed in a servers file: the script trains from both and
+  its observer sends collected episodes to both."""
+  import reverb  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  import rlds_reverb  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb import specs  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb import tables  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  data = rlds_reverb.load('bundled:cartpole')
+  signature = specs.table_signature(rlds_reverb.create_trajectory_data_spec(
+      data))
+  servers = [reverb.Server([tables.table(tables.uniform('replay'), signature)])
+             for _ in range(2)]
+  try:
+    for k, server in enumerate(servers):
+      share = data.enumerate().filter(
+          lambda index, _, k=k: index % 2 == k).map(lambda _, episode: episode)
+      rlds_reverb.push(share, f'localhost:{server.port}', 'replay')
+    before = [_size(server) for server in servers]
+    path = tmp_path / 'servers.json'
+    path.write_text(json.dumps({
+        'servers': [{'server': k, 'address': f'localhost:{server.port}'}
+                    for k, server in enumerate(servers)],
+        'tables': ['replay'], 'signature': []}))
+    result = run_example('sharded_replay_dqn.py', '--servers-file', path,
+                         '--offline-steps', 20, '--online-iterations', 2,
+                         '--collect-steps', 501, '--train-steps', 10)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ''
+    summary = json.loads(result.stdout)
+    after = [_size(server) for server in servers]
+  finally:
+    for server in servers:
+      server.stop()
+  assert sum(before) == BUNDLED_ITEMS
+  assert summary['frames_before'] == sum(before)
+  assert summary['frames_after'] == sum(after)
+  assert summary['servers'] == 2 and summary['train_steps'] == 40
+  # CartPole-v1 ends an episode within 500 steps: 1,002 steps end at
+  # least 2, the first sent to server 0, the second to server 1.
+  assert summary['episodes_collected'] >= 2
+  assert all(now > then for now, then in zip(after, before)), (before, after)
+  assert math.isfinite(summary['offline_loss'])
+  assert math.isfinite(summary['online_loss'])
+
+
+def _size(server) -> int:
+  import reverb  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  return reverb.Client(f'localhost:{server.port}').server_info(
+      timeout=10)['replay'].current_size

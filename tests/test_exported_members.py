@@ -41,6 +41,7 @@ EXPORTED = [
     'mixed_replay',
     'mixed_replay_tables',
     'replay_mixture',
+    'ShardedReplayBuffer',
     'check_port_free',
     'RldsRecorder',
     'ImageEncoding',
@@ -78,6 +79,7 @@ EXPORTED = [
     'ImageFieldError',
     'FeaturesError',
     'DatasetDirectoryError',
+    'ServersFileError',
 ]
 
 DROP_INS = ['get_rlds_step_features', 'create_trajectory_data_spec',
@@ -91,7 +93,8 @@ ERRORS = ['RldsReverbError', 'StepSpecError', 'SignatureMismatchError',
           'PipelineFailedError', 'MixedReplayError', 'TableOptionsError',
           'AddressError',
           'CheckpointError', 'CheckpointWriteError', 'ExportError',
-          'ImageFieldError', 'FeaturesError', 'DatasetDirectoryError']
+          'ImageFieldError', 'FeaturesError', 'DatasetDirectoryError',
+          'ServersFileError']
 
 
 def test_all_is_pinned():
