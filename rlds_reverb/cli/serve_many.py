@@ -293,6 +293,8 @@ class _Watch:
   def on_ready(self, child: _Child, record: Dict[str, Any],
                seconds: float) -> None:
     child.ready = record
+    if self.stopping:  # Ready as it was told to stop: nothing to announce.
+      return
     items = ', '.join(f'{wording.count(table["items"], "item")} in {name!r}'
                       for name, table in record['tables'].items())
     output.note(f'{child.name} ready on port {record["port"]}: {items} '
