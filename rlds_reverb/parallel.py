@@ -355,9 +355,12 @@ def _listen_for_ctrl_c():
   """In a worker, around its task: Ctrl-C raises KeyboardInterrupt, also
   one that came while the worker still started (the parent's event); idle
   again, it ignores SIGINT, so a late one cannot kill it."""
+  if _interrupted is None:  # In the calling process (one worker): as is.
+    yield
+    return
   signal.signal(signal.SIGINT, signal.default_int_handler)
   try:
-    if _interrupted is not None and _interrupted.is_set():
+    if _interrupted.is_set():
       raise KeyboardInterrupt
     yield
   finally:
@@ -497,7 +500,7 @@ def build_shards(dataset: Union[str, Sequence[str]], directory: str, tables,
   `rlds-reverb build --workers N [--servers S]` runs.
 
       dataset --ranges of record files (positions as `load` orders them)-->
-        N processes, a contiguous share each: checked as `build_checkpoint`
+        N processes (one: this one), a contiguous share each: checked as `build_checkpoint`
         checks, converted, planned; episode I -> server I % S; a part per
         server (`checkpoints.parts`, renamed into place once whole)
       -> per server, in the same processes: its parts merged into one
@@ -540,7 +543,7 @@ def build_shards(dataset: Union[str, Sequence[str]], directory: str, tables,
   writer_lib.check_root(directory)  # Before any process starts.
   made_directory = not os.path.exists(directory)
   made: List[str] = []
-  with _spawned_pool(workers) as (pool, interrupted):
+  with _build_pool(workers) as (pool, interrupted):
     try:
       shares = _each(pool, interrupted, [
           (_build_share, dataset, split, data_dir, (index, workers),
@@ -583,11 +586,88 @@ def _warn_capacity(texts: Sequence[str]) -> None:
       warnings.warn(text, CapacityWarning, stacklevel=3)
 
 
+@contextlib.contextmanager
+def _build_pool(workers: int):
+  """`_spawned_pool` for more than one worker; for one, no pool (None, None):
+  its tasks run in this process, which has already paid the ~3 s start of
+  Python and TensorFlow that a spawned worker would pay again."""
+  if workers == 1:
+    with _CtrlCRecorded() as recorded:
+      yield None, recorded
+    return
+  with _spawned_pool(workers) as pool_and_event:
+    yield pool_and_event
+
+
+class _CtrlCRecorded:
+  """Around tasks run in this process: SIGINT raises KeyboardInterrupt as
+  Python's handler does, and is recorded (`is_set`). A KeyboardInterrupt
+  raised in a finalizer is printed as 'Exception ignored' and dropped, and
+  TensorFlow frees functions in finalizers all the time: a SIGINT that
+  lands in one is sent again a moment later, and the record ends the tasks
+  at the next one whatever happens. Only where Python's own handler is in
+  place (the main thread, no handler of the program's)."""
+
+  def __init__(self):
+    self._set = False
+    self._previous = None
+
+  def __enter__(self) -> '_CtrlCRecorded':
+    if (threading.current_thread() is threading.main_thread() and
+        signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+      self._previous = signal.signal(signal.SIGINT, self._on_sigint)
+    return self
+
+  def __exit__(self, *exc_info) -> None:
+    if self._previous is not None:
+      signal.signal(signal.SIGINT, self._previous)
+
+  def _on_sigint(self, signum, frame):
+    self._set = True
+    if _in_finalizer(frame):
+      threading.Timer(_RESEND_S, os.kill,
+                      (os.getpid(), signal.SIGINT)).start()
+      return None
+    return signal.default_int_handler(signum, frame)
+
+  def is_set(self) -> bool:
+    return self._set
+
+
+_RESEND_S = 0.05  # When a SIGINT that landed in a finalizer is sent again.
+
+
+def _in_finalizer(frame) -> bool:
+  while frame is not None:
+    if frame.f_code.co_name == '__del__':
+      return True
+    frame = frame.f_back
+  return False
+
+
 def _each(pool, interrupted, tasks) -> List[ShardOutcome]:
-  """`_run` for `build_shards`: raises `_Interrupted` after Ctrl-C."""
+  """`_run` for `build_shards` (without a pool: here, one task after the
+  other); raises `_Interrupted` after Ctrl-C."""
+  if pool is None:
+    return _each_here(tasks, interrupted)
   outcomes = _run(pool, interrupted, 'build_shards', tasks)
   if interrupted.is_set():
     raise _Interrupted(outcomes)
+  return outcomes
+
+
+def _each_here(tasks, recorded: _CtrlCRecorded) -> List[ShardOutcome]:
+  """The tasks in this process; a Ctrl-C during one (its outcome says
+  KeyboardInterrupt, as a worker's would, or Python lost it and `recorded`
+  has it) ends them, as `_Interrupted`."""
+  outcomes = []
+  try:
+    for fn, *args in tasks:
+      outcomes.append(fn(*args))
+      if outcomes[-1].interrupted or recorded.is_set():
+        raise KeyboardInterrupt
+  except KeyboardInterrupt as e:
+    raise _Interrupted(outcomes) from e
   return outcomes
 
 
@@ -610,8 +690,8 @@ def _raise_failed(what: str, outcomes: Sequence[ShardOutcome]) -> None:
 
 def _build_share(dataset, split, data_dir, shard, directory, servers, tables,
                  options: PushOptions, on_invalid: str) -> ShardOutcome:
-  """In a worker: share `shard` (index, count) of the data's ranges, as a
-  part per server."""
+  """In a worker (or this process, for one): share `shard` (index, count)
+  of the data's ranges, as a part per server."""
   shard_text = '/'.join(map(str, shard))
   try:
     with _listen_for_ctrl_c():
@@ -631,7 +711,8 @@ def _build_share(dataset, split, data_dir, shard, directory, servers, tables,
 
 def _merge_server(directory, server, servers, part_paths, settings
                   ) -> ShardOutcome:
-  """In a worker: server `server`'s parts merged into its checkpoint."""
+  """In a worker (or this process, for one): server `server`'s parts merged
+  into its checkpoint."""
   try:
     with _listen_for_ctrl_c():
       from rlds_reverb import build_parts  # pylint: disable=g-import-not-at-top,import-outside-toplevel

@@ -198,12 +198,13 @@ def big_dataset(tmp_path_factory):
        for i in range(BIG_EPISODES)])
 
 
-def signalled_mid_build(dataset_dir, out, signum) -> subprocess.Popen:
+def signalled_mid_build(dataset_dir, out, signum,
+                        *options) -> subprocess.Popen:
   """`rlds-reverb build` signalled once its checkpoint directory appears
   (the data was read ahead, and the writing began)."""
   process = warm_process.WarmPopen(
       [sys.executable, '-m', 'rlds_reverb', 'build', '--dataset',
-       dataset_dir, '--out', str(out)],
+       dataset_dir, '--out', str(out), *options],
       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
   deadline = time.monotonic() + HANG_GUARD_S
   while not (out.is_dir() and any(entry.is_dir() for entry in out.iterdir())):
@@ -216,9 +217,14 @@ def signalled_mid_build(dataset_dir, out, signum) -> subprocess.Popen:
 
 
 @pytest.mark.slow
-def test_ctrl_c_mid_build_writes_nothing_and_says_so(big_dataset, tmp_path):
+@pytest.mark.parametrize('options', [(), ('--servers', '2')],
+                         ids=['one_server', 'two_servers_in_process'])
+def test_ctrl_c_mid_build_writes_nothing_and_says_so(big_dataset, tmp_path,
+                                                     options):
+  """One checkpoint, or a part per server built in the command's own
+  process (one worker: no pool) and then merged."""
   out = tmp_path / 'ckpt'
-  process = signalled_mid_build(big_dataset, out, signal.SIGINT)
+  process = signalled_mid_build(big_dataset, out, signal.SIGINT, *options)
   stdout, stderr = process.communicate()
   assert (process.returncode, stdout) == (130, ''), stderr
   assert error_lines(stderr) == [
