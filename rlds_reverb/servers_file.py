@@ -18,7 +18,7 @@ its path where they take a list of servers. Plain `json`: no TensorFlow.
 import dataclasses
 import json
 import os
-from typing import Tuple
+from typing import Optional, Tuple
 
 from rlds_reverb.errors import ServersFileError
 
@@ -70,3 +70,19 @@ def read(path) -> Servers:
     raise ServersFileError(f'{path} is not a servers file: it lists no '
                            f'{"servers" if not addresses else "tables"}')
   return Servers(path=path, addresses=addresses, tables=tables)
+
+
+def places(path, table: Optional[str] = None) -> Tuple[Tuple[str, str], ...]:
+  """(address, table) of each server of the servers file at `path`, in
+  server order: `table`, or the one table the file lists.
+
+  Raises:
+    ServersFileError: as `read`; several tables listed and none named.
+  """
+  listed = read(path)
+  if table is None:
+    if len(listed.tables) > 1:
+      raise ServersFileError(
+          f'{listed.path} lists tables {", ".join(listed.tables)}: name one.')
+    table = listed.tables[0]
+  return tuple((address, table) for address in listed.addresses)

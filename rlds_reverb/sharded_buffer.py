@@ -57,7 +57,8 @@ class ShardedReplayBuffer:
         while sampling (`replay_mixture`'s `timeout`).
 
     Raises:
-      ServersFileError: a servers file missing or unreadable.
+      ServersFileError: a servers file missing or unreadable, or listing
+        several tables when `table_name` names none.
       MixedReplayError: no servers, a table not named, servers whose tables
         differ in signature (naming the server and the field).
       AddressError, ServerUnavailableError, TableNotFoundError: a server that
@@ -153,9 +154,7 @@ def places_of(servers, table_name: Optional[str]) -> Tuple[Tuple[str, str],
                                                              ...]:
   """`servers` as (address, table) pairs, in server order."""
   if servers_file.is_servers_file(servers):
-    listed = servers_file.read(servers)
-    table = table_name or _one_table(listed)
-    return tuple((address, table) for address in listed.addresses)
+    return servers_file.places(servers, table_name)
   if isinstance(servers, str):
     raise MixedReplayError(
         f'servers must be a servers file (.json) or a sequence of (address, '
@@ -164,14 +163,6 @@ def places_of(servers, table_name: Optional[str]) -> Tuple[Tuple[str, str],
   if not places:
     raise MixedReplayError('ShardedReplayBuffer needs at least one server.')
   return places
-
-
-def _one_table(listed: servers_file.Servers) -> str:
-  if len(listed.tables) > 1:
-    raise MixedReplayError(
-        f'{listed.path} lists tables {", ".join(listed.tables)}: name one '
-        '(table_name=...).')
-  return listed.tables[0]
 
 
 def _place(server, table_name: Optional[str]) -> Tuple[str, str]:

@@ -22,6 +22,7 @@ from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import trajectory as trajectory_lib
 
 import rlds_reverb
+from rlds_reverb import servers_file
 from rlds_reverb import tables
 from tests import reverb_tables
 from tests import rlds_data
@@ -88,6 +89,19 @@ def test_batches_hold_each_servers_share_and_frames_add_up(servers, tmp_path):  
       rows[k] += 1
   # 12 * 28 / 72 = 4.67 rows of each batch, the rest carried: within 1.
   assert abs(rows[0] - 240 * 28 / 72) <= 1, rows
+
+
+def test_replay_mixture_takes_a_servers_file(servers, tmp_path):  # pylint: disable=redefined-outer-name
+  """Its one table on each server, weighted by 'size' as given."""
+  path = _servers_file(tmp_path / 'servers.json', servers)
+  on_server = [_pairs(EPISODES[0::2]), _pairs(EPISODES[1::2])]
+  batches = rlds_reverb.replay_mixture(str(path), 'size', 12)
+  for trajectories, _ in batches.take(3):
+    rows = [0 if pair.tobytes() in on_server[0] else 1
+            for pair in trajectories.observation.numpy()]
+    assert rows.count(0) in (4, 5) and rows == sorted(rows), rows
+    assert all(pair.tobytes() in on_server[k] for k, pair in
+               zip(rows, trajectories.observation.numpy()))
 
 
 def test_the_observer_writes_whole_episode_i_to_server_i_mod_s(make_server):
@@ -181,10 +195,10 @@ def test_a_servers_file_of_several_tables_needs_one_named(tmp_path):
   path.write_text(json.dumps({
       'servers': [{'server': 0, 'address': 'localhost:1'}],
       'tables': ['a', 'b'], 'signature': []}))
-  with pytest.raises(rlds_reverb.MixedReplayError,
-                     match=r'^.*servers.json lists tables a, b: name one '
-                           r'\(table_name=...\)\.$'):
+  with pytest.raises(rlds_reverb.ServersFileError) as raised:
     rlds_reverb.ShardedReplayBuffer(path)
+  assert str(raised.value) == f'{path} lists tables a, b: name one.'
+  assert servers_file.places(path, 'b') == (('localhost:1', 'b'),)
 
 
 def test_a_server_that_does_not_answer_is_named(servers):  # pylint: disable=redefined-outer-name

@@ -183,6 +183,26 @@ def server_address(text: str) -> str:
   return text
 
 
+def server_or_servers_file(text: str):
+  """argparse type: 'HOST:PORT', or a servers file (servers.json, what a
+  serve of many servers writes): its addresses, in server order, as a
+  tuple (`flat_servers` makes the list of --server values flat)."""
+  from rlds_reverb import servers_file  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.errors import ServersFileError  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  if not servers_file.is_servers_file(text):
+    return server_address(text)
+  try:
+    return servers_file.read(text).addresses
+  except ServersFileError as e:
+    raise argparse.ArgumentTypeError(str(e)) from e
+
+
+def flat_servers(values) -> list:
+  """--server values as one list of addresses, a servers file's in place."""
+  return [address for value in values
+          for address in (value if isinstance(value, tuple) else (value,))]
+
+
 def shard(text: str):
   """argparse type: 'I/N' -> (I, N), the I-th (0-based) of N parts."""
   try:

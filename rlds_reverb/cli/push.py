@@ -75,9 +75,12 @@ exit status: 0 every item confirmed, 1 failure, 2 bad usage or input.
 def add_arguments(parser: argparse.ArgumentParser) -> None:
   options.add_dataset_arguments(parser)
   parser.add_argument('--server', required=True, action='append',
-                      type=options.server_address, metavar='HOST:PORT',
+                      type=options.server_or_servers_file,
+                      metavar='HOST:PORT',
                       help=('the Reverb server; repeat with --workers or '
-                            '--runner to spread the data over several'))
+                            '--runner to spread the data over several, or '
+                            'give the servers file a serve of many servers '
+                            'writes (servers.json: its servers, in order)'))
   parser.add_argument('--table', required=True, action='append',
                       help='a table to write to; repeat for several')
   add_item_arguments(parser)
@@ -135,6 +138,7 @@ def add_item_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+  args.server = options.flat_servers(args.server)
   check_usage(args)
   push_options = options_of(args)
   if args.runner:

@@ -38,6 +38,7 @@ from typing import Collection, Iterator, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
+from rlds_reverb import servers_file
 from rlds_reverb.errors import MixedReplayError
 from rlds_reverb.mixture import choices
 from rlds_reverb.mixture import rounding
@@ -71,7 +72,9 @@ def replay_mixture(sources: Sequence[ReplayLike], weights,
   Args:
     sources: the tables, each a `ReverbReplayBuffer` or `(address, table)`
       (then the data spec comes from the first buffer given, or from the
-      table's signature), on one server or many.
+      table's signature), on one server or many; or the path of a servers
+      file (servers.json, what a serve of many servers writes): its one
+      table on each of its servers.
     weights: one per source, each a number >= 0 or a schedule
       `f(step) -> weight` called once per batch with `start_step + k`; or
       `'size'`: each table's current number of items, so that every item of
@@ -116,6 +119,8 @@ def replay_mixture(sources: Sequence[ReplayLike], weights,
       source); a table that removes sampled items, not in `allow_removal`.
     AddressError, ServerUnavailableError, TableNotFoundError: a server that
       does not answer or lacks the table, naming it.
+    ServersFileError: a servers file missing, unreadable, or listing
+      several tables.
 
   While iterating, errors come as `tf.errors.InvalidArgumentError` whose
   text is one line of ours (no Python traceback): a schedule's bad value, a
@@ -123,6 +128,8 @@ def replay_mixture(sources: Sequence[ReplayLike], weights,
   C++, so Ctrl-C takes effect when it returns: at once while batches flow,
   and when the watchdog fails the dataset at the latest.
   """
+  if servers_file.is_servers_file(sources):
+    sources = servers_file.places(sources)
   sources = list(sources)
   if not sources:
     raise MixedReplayError('replay_mixture needs at least one source.')
