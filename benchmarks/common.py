@@ -230,6 +230,16 @@ def tfds_dir(shape: str, num_episodes: int, num_steps: int, data_dir: str,
   return os.fspath(builder.data_dir)
 
 
+def reused_tfds_dir(shape: str, num_episodes: int, num_steps: int,
+                    data_dir: str) -> str:
+  """`tfds_dir`'s dataset in `data_dir` if one is there (kept from an
+  earlier run: writing 1M steps takes minutes), else written now."""
+  path = os.path.join(data_dir, f'bench_{shape}', '1.0.0')
+  if os.path.exists(os.path.join(path, 'dataset_info.json')):
+    return path
+  return tfds_dir(shape, num_episodes, num_steps, data_dir)
+
+
 # --- Image datasets in TFDS directories, synthetic and real. -----------------
 
 # Frames stored as TFDS `Image` features: the synthetic DMLab-shaped ones

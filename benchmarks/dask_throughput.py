@@ -175,9 +175,8 @@ def main() -> None:
   print(common.machine())
   data_dir = args.data_dir or tempfile.mkdtemp(prefix='dask_bench_')
   episodes = args.steps // EPISODE_STEPS
-  dataset = os.path.join(data_dir, 'bench_vector', '1.0.0')
-  if not os.path.exists(os.path.join(dataset, 'dataset_info.json')):
-    dataset = common.tfds_dir('vector', episodes, EPISODE_STEPS, data_dir)
+  dataset = common.reused_tfds_dir('vector', episodes, EPISODE_STEPS,
+                                   data_dir)
   items = episodes * (EPISODE_STEPS - 1)
   starts = [cluster_start_seconds() for _ in range(args.repeats)]
   print(f'LocalCluster of 2 quiet workers: ready in '
