@@ -613,8 +613,8 @@ class _CtrlCRecorded:
     self._previous = None
 
   def __enter__(self) -> '_CtrlCRecorded':
-    if (threading.current_thread() is threading.main_thread() and
-        signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+    from rlds_reverb.write import interrupts  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+    if interrupts.default_handler_here():
       self._previous = signal.signal(signal.SIGINT, self._on_sigint)
     return self
 

@@ -50,7 +50,7 @@ class HeldInterrupt:
 
   def __enter__(self) -> 'HeldInterrupt':
     self._depth += 1
-    if self._depth == 1 and _default_handler_here():
+    if self._depth == 1 and default_handler_here():
       self._previous = signal.signal(signal.SIGINT, self._hold)
     return self
 
@@ -80,6 +80,8 @@ class HeldInterrupt:
     self.pending = True
 
 
-def _default_handler_here() -> bool:
+def default_handler_here() -> bool:
+  """Whether SIGINT reaches Python's own handler here: the main thread (the
+  one signals reach) and no handler of the program's."""
   return (threading.current_thread() is threading.main_thread() and
           signal.getsignal(signal.SIGINT) is signal.default_int_handler)
