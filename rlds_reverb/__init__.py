@@ -41,6 +41,7 @@ from rlds_reverb.errors import ResumeStateError
 from rlds_reverb.errors import ReverbTimeoutError
 from rlds_reverb.errors import RldsReverbError
 from rlds_reverb.errors import ServerUnavailableError
+from rlds_reverb.errors import ServersFileError
 from rlds_reverb.errors import ShardsFailedError
 from rlds_reverb.errors import SignatureMismatchError
 from rlds_reverb.errors import SourceError
@@ -166,6 +167,7 @@ __all__ = [
     'ImageFieldError',
     'FeaturesError',
     'DatasetDirectoryError',
+    'ServersFileError',
 ]
 
 

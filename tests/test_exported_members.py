@@ -78,6 +78,7 @@ EXPORTED = [
     'ImageFieldError',
     'FeaturesError',
     'DatasetDirectoryError',
+    'ServersFileError',
 ]
 
 DROP_INS = ['get_rlds_step_features', 'create_trajectory_data_spec',
@@ -91,7 +92,8 @@ ERRORS = ['RldsReverbError', 'StepSpecError', 'SignatureMismatchError',
           'PipelineFailedError', 'MixedReplayError', 'TableOptionsError',
           'AddressError',
           'CheckpointError', 'CheckpointWriteError', 'ExportError',
-          'ImageFieldError', 'FeaturesError', 'DatasetDirectoryError']
+          'ImageFieldError', 'FeaturesError', 'DatasetDirectoryError',
+          'ServersFileError']
 
 
 def test_all_is_pinned():
