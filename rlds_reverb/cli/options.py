@@ -3,6 +3,7 @@
 import argparse
 import contextlib
 import math
+from typing import List
 
 from rlds_reverb.cli.output import CliError
 from rlds_reverb.cli.output import EXIT_USAGE
@@ -181,6 +182,31 @@ def server_address(text: str) -> str:
   except AddressError as e:
     raise argparse.ArgumentTypeError(str(e)) from e
   return text
+
+
+def server_or_servers_file(text: str) -> str:
+  """argparse type: 'HOST:PORT', or a servers file (a path ending in .json,
+  read once the arguments are parsed: `servers_of`)."""
+  from rlds_reverb import servers_file  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  if servers_file.is_servers_file(text):
+    return text
+  return server_address(text)
+
+
+def servers_of(given: str) -> List[str]:
+  """A --server value's addresses: itself, or a servers file's servers in
+  server order, each HOST:PORT; else exit 2, naming the file."""
+  from rlds_reverb import addresses  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb import servers_file  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.errors import AddressError  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.errors import ServersFileError  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  try:
+    found = servers_file.addresses_of(given)
+    for address in found:
+      addresses.parse(address, f'{given}: server address')
+  except (ServersFileError, AddressError) as e:
+    raise CliError(f'--server {e}', EXIT_USAGE) from e
+  return found
 
 
 def shard(text: str):
