@@ -4,7 +4,8 @@
       -> PushOptions and CheckOptions made once, checked here, pickled to
       -> N spawned processes; process i runs the checked push of shard i/N
          (`checked_push.source_job`, what `rlds-reverb push --shard i/N`
-         runs), into server i % S when given S servers
+         runs), into server i % S when given S servers (or a servers
+         file of S)
       -> one PushResult, the sum of theirs; or ShardsFailedError naming each
          failed shard, after every shard ran to its end; or, interrupted
          (Ctrl-C), KeyboardInterrupt with a note per shard saying what it
@@ -46,6 +47,7 @@ from rlds_reverb import _resume as resume_lib
 from rlds_reverb import addresses
 from rlds_reverb import held as held_lib
 from rlds_reverb import push_options
+from rlds_reverb import servers_file
 from rlds_reverb._util import lifeline
 from rlds_reverb._util import wording
 from rlds_reverb.errors import ShardsFailedError
@@ -92,7 +94,9 @@ def push_shards(dataset: Union[str, Sequence[str]],
   Args:
     dataset: what `rlds_reverb.load` opens (directory, catalog name, ...).
     server: 'host:port' (a `reverb.Client` cannot cross processes), or
-      several: shard i goes to server i % len(server).
+      several: shard i goes to server i % len(server). A servers file
+      ('servers.json', written by a serve of many servers) stands for its
+      servers' addresses, in server order.
     tables: as for `push`.
     workers: number of processes and shards.
     split, data_dir: as for `load`.
@@ -115,6 +119,7 @@ def push_shards(dataset: Union[str, Sequence[str]],
 
   Raises:
     ValueError: a setting `PushOptions` refuses; before any process starts.
+    ServersFileError: a servers file that is missing or unreadable.
     AddressError, ServerUnavailableError: a server address is not HOST:PORT,
       or nothing listens there; before any process starts.
     KeyboardInterrupt: interrupted (Ctrl-C); a note per shard says what it
@@ -129,9 +134,10 @@ def push_shards(dataset: Union[str, Sequence[str]],
                             image_fields=image_fields, **settings)
   checks = CheckOptions(on_invalid=on_invalid, resume=resume,
                         resume_anyway=resume_anyway)
-  outcomes = run_shards(dataset, server, tables, workers=workers, split=split,
-                        data_dir=data_dir, options=options, checks=checks)
-  servers = [server] if isinstance(server, str) else list(server)
+  servers = servers_file.addresses_of(server)  # Read once, for both.
+  outcomes = run_shards(dataset, servers, tables, workers=workers,
+                        split=split, data_dir=data_dir, options=options,
+                        checks=checks)
   held = held_warnings(outcomes, servers)
   for message in held:
     warnings.warn(message, held_lib.TableNotEmptyWarning, stacklevel=2)
@@ -174,7 +180,7 @@ def run_shards(dataset, server, tables, *, workers: int, split: str = 'train',
   _exit_if_importing_main()
   if workers < 1:
     raise ValueError(f'workers must be >= 1, got {workers}.')
-  servers = [server] if isinstance(server, str) else list(server)
+  servers = servers_file.addresses_of(server)
   check_servers(servers, options.timeout)
   with _spawned_pool(workers) as (pool, interrupted):
     return _run(pool, interrupted, 'push_shards', [

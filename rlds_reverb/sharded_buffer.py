@@ -154,7 +154,7 @@ def places_of(servers, table_name: Optional[str]) -> Tuple[Tuple[str, str],
                                                              ...]:
   """`servers` as (address, table) pairs, in server order."""
   if servers_file.is_servers_file(servers):
-    return servers_file.places(servers, table_name)
+    return tuple(servers_file.places_of(servers, table_name))
   if isinstance(servers, str):
     raise MixedReplayError(
         f'servers must be a servers file (.json) or a sequence of (address, '

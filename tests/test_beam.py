@@ -26,6 +26,7 @@ from rlds_reverb.beam import pipeline as pipeline_lib
 from rlds_reverb.beam import read
 from tests import reverb_tables
 from tests import rlds_data
+from tests import servers_files
 from tests.cli_data import features as _features
 from tests.cli_runs import run_cli
 from tests.cli_runs import run_cli_here
@@ -283,6 +284,32 @@ def test_episode_i_goes_to_server_i_mod_s(dirs, server):
         reverb_tables.observation_pairs(EPISODES[1::2])]
   finally:
     second.stop()
+
+
+@pytest.mark.slow
+def test_a_servers_file_stands_for_its_servers(tmp_path, dirs, server,
+                                               make_server):
+  """Episode I into the file's server I % 2, as for the addresses given."""
+  second = make_server([reverb_tables.fifo_table(
+      'a', reverb_tables.signature_for(dirs['data']))])
+  servers = [server, second]
+  path = servers_files.write(tmp_path / 'servers.json',
+                             [reverb_tables.address(s) for s in servers],
+                             shuffled=True)
+  result = rlds_beam.push(dirs['data'], path, 'a', parts_per_file=2)
+  assert result.episodes == len(EPISODES)
+  assert [reverb_tables.drained_pairs(s, 'a') for s in servers] == [
+      reverb_tables.observation_pairs(EPISODES[0::2]),
+      reverb_tables.observation_pairs(EPISODES[1::2])]
+
+
+def test_a_missing_servers_file_fails_before_the_pipeline(tmp_path, dirs):
+  gone = tmp_path / 'servers.json'
+  for call in (lambda: rlds_beam.push(dirs['data'], gone, 'a'),
+               lambda: rlds_beam.WriteToReverb([str(gone)], 'a')):
+    with pytest.raises(rlds_reverb.ServersFileError,
+                       match=f'^{gone}: no such servers file'):
+      call()
 
 
 @pytest.mark.parametrize('target, table, error', [

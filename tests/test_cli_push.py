@@ -12,6 +12,11 @@ import pytest
 
 from rlds_reverb import cli
 from tests import extras
+from tests import reverb_tables
+from tests import servers_files
+from tests.cli_data import CLEAN
+from tests.cli_data import dirs  # pylint: disable=unused-import
+from tests.cli_data import served_tables  # pylint: disable=unused-import
 from tests.cli_runs import HANG_GUARD_S
 from tests.cli_runs import error_lines
 from tests.cli_runs import run_cli
@@ -177,3 +182,70 @@ def test_refused_server_fails_at_once(extra, refused_address):
       f'rlds-reverb: error: No Reverb server at {refused_address}: the '
       'connection was refused (nothing listens on that port).']
   assert 'Traceback' not in result.stderr
+
+
+# --- A servers file as --server: its servers in server order, as if each
+# were given as --server (a serve of many servers writes it). ---------------
+
+def test_a_servers_file_of_one_server_is_pushed_into(tmp_path, dirs, server):
+  path = servers_files.write(tmp_path / 'servers.json',
+                             [reverb_tables.address(server)])
+  result = run_cli_here('push', '--dataset', dirs['clean'], '--server', path,
+                        '--table', 'a')
+  assert result.returncode == 0, result.stderr
+  assert (reverb_tables.drained_pairs(server, 'a') ==
+          reverb_tables.observation_pairs(CLEAN))
+
+
+@pytest.mark.slow
+def test_workers_push_shard_i_into_server_i_of_the_file(tmp_path, dirs,
+                                                        server, make_server):
+  """Two processes: shard 0/2 (episodes 0-1) into the file's server 0,
+  shard 1/2 (episode 2) into its server 1."""
+  second = make_server([reverb_tables.fifo_table(
+      'a', reverb_tables.client_of(server).server_info(
+          timeout=10)['a'].signature)])
+  servers = [server, second]
+  path = servers_files.write(tmp_path / 'servers.json',
+                             [reverb_tables.address(s) for s in servers],
+                             shuffled=True)
+  result = run_cli_here('push', '--dataset', dirs['clean'], '--server', path,
+                        '--table', 'a', '--workers', '2')
+  assert result.returncode == 0, result.stderr
+  assert [reverb_tables.drained_pairs(s, 'a') for s in servers] == [
+      reverb_tables.observation_pairs(CLEAN[:2]),
+      reverb_tables.observation_pairs(CLEAN[2:])]
+
+
+def servers_file_usage_cases(tmp_path):
+  """name: (--server values, the error line's text): exit 2, nothing read."""
+  two = servers_files.write(tmp_path / 'two.json', ['h:1', 'h:2'])
+  bad = servers_files.write(tmp_path / 'bad.json', ['h:1', 'localhost'])
+  gone = tmp_path / 'gone.json'
+  return {
+      'missing': ([str(gone)], f'--server {gone}: no such servers file (a '
+                  'serve of many servers writes it once every server '
+                  'answers, and removes it at stop)'),
+      'malformed_address': ([bad], f"--server {bad}: server address "
+                            "'localhost' is not HOST:PORT: no port; expected "
+                            'e.g. localhost:8000 or [::1]:8000'),
+      'two_servers_one_process': (
+          [two], 'Several --server need --workers or --runner, which spread '
+          f'the data over them ({two} lists 2 servers)'),
+      'a_file_and_an_address_one_process': (
+          ['h:3', two], 'Several --server need --workers or --runner, which '
+          f'spread the data over them ({two} lists 2 servers)'),
+  }
+
+
+SERVERS_FILE_USAGE = ('missing', 'malformed_address',
+                      'two_servers_one_process',
+                      'a_file_and_an_address_one_process')
+
+
+@pytest.mark.parametrize('case', SERVERS_FILE_USAGE)
+def test_a_servers_file_that_cannot_be_used_exits_2(case, tmp_path, capsys):
+  values, message = servers_file_usage_cases(tmp_path)[case]
+  arguments = [part for value in values for part in ('--server', value)]
+  assert cli.main(PUSH + arguments) == 2
+  assert capsys.readouterr().err == f'rlds-reverb: error: {message}\n'

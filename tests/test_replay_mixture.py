@@ -9,6 +9,7 @@ import dataclasses
 import json
 import os
 import math
+import pathlib
 import signal
 import subprocess
 import sys
@@ -26,11 +27,13 @@ import rlds_reverb
 from rlds_reverb import tables
 from rlds_reverb.mixture import choices
 from rlds_reverb.mixture import rounding
+from rlds_reverb.mixture import sources as sources_lib
 from rlds_reverb.mixture import watchdog
 from rlds_reverb.mixture import weights as weights_lib
 from tests import mixture_faults
 from tests import reverb_tables
 from tests import rlds_data
+from tests import servers_files
 
 NUM_STEPS = 2
 OBSERVATION_SIZE = 3
@@ -532,6 +535,30 @@ def test_bad_refresh(servers, every):
                                refresh_sizes_every=every)
   assert str(error.value) == (
       f'refresh_sizes_every must be a positive int (batches), got {every!r}.')
+
+
+def test_a_servers_file_stands_for_its_servers_in_order(servers, tmp_path):
+  """Among the sources as (path, table): a source per server, in server
+  order (each row tagged with its server); as `sources` itself, with the
+  one table it lists."""
+  two = servers_files.write(tmp_path / 'two.json', servers.addresses[:2],
+                            tables=('data', 'empty'), shuffled=True)
+  dataset = rlds_reverb.replay_mixture(
+      [(two, 'data'), servers.pairs()[2]], [1, 2, 3], 12)
+  assert counts_of(dataset, 3) == expected_counts([1, 2, 3], 12, 3)
+  every = servers_files.write(tmp_path / 'every.json', servers.addresses,
+                              tables=('data',))
+  assert sources_lib.expanded(pathlib.Path(every)) == servers.pairs()
+
+
+def test_a_servers_file_of_several_tables_needs_one_named(servers, tmp_path):
+  path = servers_files.write(tmp_path / 'servers.json', servers.addresses,
+                             tables=('data', 'empty'))
+  with pytest.raises(rlds_reverb.ServersFileError) as error:
+    rlds_reverb.replay_mixture(path, 'size', 4)
+  assert str(error.value) == (
+      f"{path} lists several tables ('data', 'empty'): name one, as "
+      f'({path!r}, TABLE)')
 
 
 def test_no_sources():

@@ -1,89 +1,99 @@
-"""The servers file a serve of many servers writes, read back
-(rlds_reverb/servers_file.py), and `push --server` taking it."""
+"""The servers file's reader: `read`, and a file standing for its servers
+where a list of servers is taken (`addresses_of`, `places_of`).
 
-import json
+Plain files written by the test; the readers that use them against real
+servers: test_cli_push, test_shards, test_beam, test_replay_mixture.
+"""
+
+import pathlib
 
 import pytest
 
 from rlds_reverb import servers_file
 from rlds_reverb.errors import ServersFileError
-from tests import reverb_tables
-from tests.cli_runs import run_cli_here
-from tests.serve_command import TABLE
-from tests.serve_command import dataset  # pylint: disable=unused-import
+from tests import servers_files
 
-LISTED = {
-    'servers': [{'server': 1, 'address': 'localhost:8001'},
-                {'server': 0, 'address': 'localhost:8000'}],
-    'tables': ['replay'], 'signature': []}
+ADDRESSES = ['localhost:8000', 'localhost:8001', 'localhost:8002']
 
 
-def test_read_gives_the_servers_in_server_order(tmp_path):
-  path = tmp_path / 'servers.json'
-  path.write_text(json.dumps(LISTED))
-  assert servers_file.read(path) == servers_file.Servers(
-      str(path), ('localhost:8000', 'localhost:8001'), ('replay',))
-  assert servers_file.places(path) == (('localhost:8000', 'replay'),
-                                       ('localhost:8001', 'replay'))
+def test_read_gives_servers_in_server_order(tmp_path):
+  path = servers_files.write(tmp_path / 'servers.json', ADDRESSES,
+                             tables=('a', 'b'), shuffled=True)
+  assert servers_file.read(pathlib.Path(path)) == servers_file.Servers(
+      path=path, addresses=tuple(ADDRESSES), tables=('a', 'b'))
 
 
-BAD = {
-    'missing': (None, '{path}: no such servers file (a serve of many servers '
+NO_SERVE = '(written by rlds-reverb serve of a build of many servers)'
+# name: (the file's text, or None for no file; the message after the path)
+READ_ERRORS = {
+    'missing': (None, ': no such servers file (a serve of many servers '
                       'writes it once every server answers, and removes it '
                       'at stop)'),
-    'not_json': ('{"servers": [', '{path} cannot be read as a servers file: '
-                                  'Expecting value: line 1 column 14 (char '
-                                  '13)'),
-    'no_tables': (json.dumps({'servers': []}),
-                  "{path} is not a servers file: no 'tables' in it (written "
-                  'by rlds-reverb serve of a build of many servers)'),
-    'no_servers': (json.dumps({'servers': [], 'tables': ['replay']}),
-                   '{path} is not a servers file: it lists no servers'),
+    'not_json': ('{"servers": [', ' cannot be read as a servers file: '
+                 'Expecting value: line 1 column 14 (char 13)'),
+    'no_servers': ('{"tables": ["a"]}',
+                   f" is not a servers file: no 'servers' in it {NO_SERVE}"),
+    'no_address': ('{"servers": [{"server": 0}], "tables": ["a"]}',
+                   f" is not a servers file: no 'address' in it {NO_SERVE}"),
+    'no_tables': ('{"servers": [{"server": 0, "address": "h:1"}]}',
+                  f" is not a servers file: no 'tables' in it {NO_SERVE}"),
+    'a_list': ('[]', ' is not a servers file: its servers and tables are not '
+                     'laid out as rlds-reverb serve writes them (list indices '
+                     'must be integers or slices, not str)'),
+    'empty_servers': ('{"servers": [], "tables": ["a"]}',
+                      ' is not a servers file: it lists no servers'),
+    'empty_tables': ('{"servers": [{"server": 0, "address": "h:1"}], '
+                     '"tables": []}',
+                     ' is not a servers file: it lists no tables'),
 }
 
 
-@pytest.mark.parametrize('text, message', BAD.values(), ids=BAD.keys())
-def test_a_bad_servers_file_is_one_line_naming_it(tmp_path, text, message):
+@pytest.mark.parametrize('text, message', READ_ERRORS.values(),
+                         ids=READ_ERRORS.keys())
+def test_read_errors_are_one_line_naming_the_file(tmp_path, text, message):
   path = tmp_path / 'servers.json'
   if text is not None:
     path.write_text(text)
-  with pytest.raises(ServersFileError) as raised:
+  with pytest.raises(ServersFileError) as error:
     servers_file.read(path)
-  assert str(raised.value) == message.format(path=path)
+  assert str(error.value) == f'{path}{message}'
 
 
-def test_push_takes_a_servers_file_as_its_servers(dataset, make_server,  # pylint: disable=redefined-outer-name
-                                                  tmp_path):
-  """One server listed: the push writes into it. Two listed: as two --server
-  (which need --workers or --runner). A missing file: exit 2."""
-  server = make_server([reverb_tables.fifo_table(
-      TABLE, reverb_tables.signature_for(_clean()))])
-  one = tmp_path / 'one.json'
-  one.write_text(json.dumps({
-      'servers': [{'server': 0, 'address': reverb_tables.address(server)}],
-      'tables': [TABLE]}))
-  result = run_cli_here('push', '--dataset', dataset, '--server', one,
-                        '--table', TABLE)
-  assert result.returncode == 0, result.stderr
-  assert reverb_tables.table_size(reverb_tables.client_of(server), TABLE) == 6
-
-  two = tmp_path / 'two.json'
-  two.write_text(json.dumps(LISTED))
-  result = run_cli_here('push', '--dataset', dataset, '--server', two,
-                        '--table', TABLE)
-  assert (result.returncode, result.stdout) == (2, '')
-  assert result.stderr.splitlines() == [
-      'rlds-reverb: error: Several --server need --workers or --runner, which '
-      'spread the data over them']
-
-  result = run_cli_here('push', '--dataset', dataset, '--server',
-                        tmp_path / 'gone.json', '--table', TABLE)
-  assert result.returncode == 2
-  assert (f'argument --server: {tmp_path}/gone.json: no such servers file'
-          in result.stderr), result.stderr
+def test_a_file_among_addresses_stands_for_its_servers_in_order(tmp_path):
+  """Addresses and files, concatenated as given: server I % S as before."""
+  path = servers_files.write(tmp_path / 'servers.json', ADDRESSES[1:],
+                             shuffled=True)
+  assert servers_file.addresses_of('h:1') == ['h:1']
+  assert servers_file.addresses_of(pathlib.Path(path)) == ADDRESSES[1:]
+  assert servers_file.addresses_of(('h:1', path, 'h:2')) == [
+      'h:1', *ADDRESSES[1:], 'h:2']
 
 
-def _clean():
-  from tests import rlds_data  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  from tests.cli_data import CLEAN  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  return rlds_data.as_rlds(CLEAN)
+def test_a_missing_file_among_addresses_is_named(tmp_path):
+  with pytest.raises(ServersFileError,
+                     match=f'^{tmp_path}/gone.json: no such servers file'):
+    servers_file.addresses_of(['h:1', str(tmp_path / 'gone.json')])
+
+
+def test_places_are_the_one_table_or_the_named_one_on_every_server(tmp_path):
+  one = servers_files.write(tmp_path / 'one.json', ADDRESSES[:2])
+  two = servers_files.write(tmp_path / 'two.json', ADDRESSES[:2],
+                            tables=('a', 'b'))
+  assert servers_file.places_of(one) == [(ADDRESSES[0], 'a'),
+                                         (ADDRESSES[1], 'a')]
+  assert servers_file.places_of(two, 'b') == [(ADDRESSES[0], 'b'),
+                                              (ADDRESSES[1], 'b')]
+
+
+def test_places_need_a_table_the_file_lists(tmp_path):
+  path = servers_files.write(tmp_path / 'servers.json', ADDRESSES[:2],
+                             tables=('a', 'b'))
+  with pytest.raises(ServersFileError) as several:
+    servers_file.places_of(path)
+  assert str(several.value) == (
+      f"{path} lists several tables ('a', 'b'): name one, as ({path!r}, "
+      f'TABLE)')
+  with pytest.raises(ServersFileError) as unlisted:
+    servers_file.places_of(path, 'c')
+  assert str(unlisted.value) == (
+      f"{path} lists no table 'c': its servers serve 'a', 'b'")

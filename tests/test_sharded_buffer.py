@@ -197,8 +197,10 @@ def test_a_servers_file_of_several_tables_needs_one_named(tmp_path):
       'tables': ['a', 'b'], 'signature': []}))
   with pytest.raises(rlds_reverb.ServersFileError) as raised:
     rlds_reverb.ShardedReplayBuffer(path)
-  assert str(raised.value) == f'{path} lists tables a, b: name one.'
-  assert servers_file.places(path, 'b') == (('localhost:1', 'b'),)
+  assert str(raised.value) == (
+      f"{path} lists several tables ('a', 'b'): name one, as ({str(path)!r}, "
+      f'TABLE)')
+  assert servers_file.places_of(path, 'b') == [('localhost:1', 'b')]
 
 
 def test_a_server_that_does_not_answer_is_named(servers):  # pylint: disable=redefined-outer-name

@@ -20,6 +20,7 @@ from rlds_reverb._util import wording
 from tests import process_tree
 from tests import reverb_tables
 from tests import rlds_data
+from tests import servers_files
 from tests import warm_process
 from tests.cli_data import write_tfds
 from tests.cli_runs import HANG_GUARD_S
@@ -180,6 +181,34 @@ def test_push_shards_run_the_checked_push_into_each_server(tmp_path):
   finally:
     for server in servers:
       server.stop()
+
+
+@pytest.mark.slow
+def test_push_shards_take_a_servers_file_among_addresses(
+    tmp_path, dataset_dir, server, make_server):
+  """[FILE of (second), first]: shard 0 into the file's server, shard 1
+  into the address after it, as if the file's addresses were given."""
+  second = make_server([reverb_tables.fifo_table(
+      'a', reverb_tables.client_of(server).server_info(
+          timeout=10)['a'].signature)])
+  path = servers_files.write(tmp_path / 'servers.json',
+                             [reverb_tables.address(second)])
+  result = rlds_reverb.push_shards(
+      dataset_dir, [path, reverb_tables.address(server)], 'a', workers=2)
+  assert result.episodes == len(EPISODES)
+  # Shard 0/2 holds episodes 0-3, shard 1/2 episodes 4-6.
+  assert [reverb_tables.drained_pairs(s, 'a') for s in (second, server)] == [
+      reverb_tables.observation_pairs(EPISODES[:4]),
+      reverb_tables.observation_pairs(EPISODES[4:])]
+
+
+def test_push_shards_refuse_a_missing_servers_file_before_spawning(
+    tmp_path, dataset_dir, server):
+  gone = tmp_path / 'servers.json'
+  with pytest.raises(rlds_reverb.ServersFileError) as error:
+    rlds_reverb.push_shards(dataset_dir, gone, 'a', workers=2)
+  assert str(error.value).startswith(f'{gone}: no such servers file')
+  assert reverb_tables.table_size(reverb_tables.client_of(server), 'a') == 0
 
 
 def test_push_shards_checks_every_server_before_spawning(

@@ -38,6 +38,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from rlds_reverb import addresses
 from rlds_reverb import held as held_lib
 from rlds_reverb import push_options as push_options_lib
+from rlds_reverb import servers_file
 from rlds_reverb.beam import read
 from rlds_reverb.beam import results as results_lib
 from rlds_reverb.beam import runners
@@ -72,7 +73,9 @@ def push(src: Union[str, Sequence[str]], server: Union[str, Sequence[str]],
 
   Args:
     src, split, data_dir: as for `rlds_reverb.load`.
-    server: 'host:port', or several: episode I goes to server I % S.
+    server: 'host:port', or several: episode I goes to server I % S. A
+      servers file ('servers.json', written by a serve of many servers)
+      stands for its servers' addresses, in server order.
     tables: as for `rlds_reverb.push`.
     runner: a Beam runner's name ('DirectRunner', 'DataflowRunner', ...).
     options: pipeline options as (key, value): ('direct_num_workers', '2').
@@ -94,7 +97,8 @@ def push(src: Union[str, Sequence[str]], server: Union[str, Sequence[str]],
   Raises:
     AddressError: a server address is not HOST:PORT; ServerUnavailableError:
       on a local runner (DirectRunner, ...), nothing listens at one. Both
-      before the pipeline is built.
+      before the pipeline is built. ServersFileError: a servers file that
+      is missing or unreadable.
     SourceError, StepSpecError: while building the pipeline.
     PipelineFailedError: the pipeline failed; says why.
   """
@@ -103,6 +107,7 @@ def push(src: Union[str, Sequence[str]], server: Union[str, Sequence[str]],
       image_fields=image_fields, **settings)
   runner = runners.name(runner)
   runners.check_scheduler(runner, options)
+  server = servers_file.addresses_of(server)  # Read here, not on workers.
   _check_servers(server, runner, push_options.timeout)
   held = _held_warnings(server, tables, runner, push_options.timeout)
   for message in held:

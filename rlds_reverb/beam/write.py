@@ -31,6 +31,7 @@ from rlds_reverb import addresses
 from rlds_reverb import checked_push
 from rlds_reverb import push_options
 from rlds_reverb import convert
+from rlds_reverb import servers_file
 from rlds_reverb import sources
 from rlds_reverb import specs
 from rlds_reverb import validation
@@ -58,8 +59,10 @@ class WriteToReverb(beam.PTransform):
 
   Args:
     server_or_servers: 'host:port', or several: episode I goes to server
-      I % S. A malformed address raises `AddressError` here; each worker's
-      `setup` checks the servers (a refused connection fails at once).
+      I % S; a servers file ('servers.json') stands for its servers in
+      server order, read here (`ServersFileError`). A malformed address
+      raises `AddressError` here; each worker's `setup` checks the servers
+      (a refused connection fails at once).
     tables: the table name(s) on every server; each item goes to each table.
     options: what is written (`PushOptions`): its items, priority, chunk
       lengths and timeout (how the data is read, `strict` and image storage,
@@ -90,8 +93,7 @@ class WriteToReverb(beam.PTransform):
     if on_invalid is checked_push.OnInvalid.STOP:
       raise ValueError("WriteToReverb takes on_invalid='raise' or 'skip': "
                        "'stop' would leave a bundle half-written.")
-    servers = ([server_or_servers] if isinstance(server_or_servers, str)
-               else list(server_or_servers))
+    servers = servers_file.addresses_of(server_or_servers)
     for address in servers:  # Malformed: fails here, not on the workers.
       addresses.parse(address)
     tables = items_lib.table_names(tables)

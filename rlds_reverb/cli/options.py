@@ -3,6 +3,7 @@
 import argparse
 import contextlib
 import math
+from typing import List
 
 from rlds_reverb.cli.output import CliError
 from rlds_reverb.cli.output import EXIT_USAGE
@@ -183,24 +184,29 @@ def server_address(text: str) -> str:
   return text
 
 
-def server_or_servers_file(text: str):
-  """argparse type: 'HOST:PORT', or a servers file (servers.json, what a
-  serve of many servers writes): its addresses, in server order, as a
-  tuple (`flat_servers` makes the list of --server values flat)."""
+def server_or_servers_file(text: str) -> str:
+  """argparse type: 'HOST:PORT', or a servers file (a path ending in .json,
+  read once the arguments are parsed: `servers_of`)."""
   from rlds_reverb import servers_file  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  if servers_file.is_servers_file(text):
+    return text
+  return server_address(text)
+
+
+def servers_of(given: str) -> List[str]:
+  """A --server value's addresses: itself, or a servers file's servers in
+  server order, each HOST:PORT; else exit 2, naming the file."""
+  from rlds_reverb import addresses  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb import servers_file  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.errors import AddressError  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   from rlds_reverb.errors import ServersFileError  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  if not servers_file.is_servers_file(text):
-    return server_address(text)
   try:
-    return servers_file.read(text).addresses
-  except ServersFileError as e:
-    raise argparse.ArgumentTypeError(str(e)) from e
-
-
-def flat_servers(values) -> list:
-  """--server values as one list of addresses, a servers file's in place."""
-  return [address for value in values
-          for address in (value if isinstance(value, tuple) else (value,))]
+    found = servers_file.addresses_of(given)
+    for address in found:
+      addresses.parse(address, f'{given}: server address')
+  except (ServersFileError, AddressError) as e:
+    raise CliError(f'--server {e}', EXIT_USAGE) from e
+  return found
 
 
 def shard(text: str):

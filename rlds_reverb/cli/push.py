@@ -17,6 +17,7 @@ Errors name episodes by their position in the dataset (or shard) as given.
 import argparse
 import dataclasses
 
+from rlds_reverb import servers_file
 from rlds_reverb._util import wording
 from rlds_reverb.cli import options
 from rlds_reverb.cli import output
@@ -40,6 +41,8 @@ examples:
   rlds-reverb push --dataset DIR --server host:8000 --table replay --shard 3/16
   rlds-reverb push --dataset DIR --server localhost:8000 --table replay \\
       --workers 2
+  rlds-reverb push --dataset DIR --server served/servers.json \\
+      --table replay --workers 2
   rlds-reverb push --dataset DIR --server localhost:8000 --table replay \\
       --runner DirectRunner --beam-option direct_num_workers=2 \\
       --beam-option direct_running_mode=multi_processing
@@ -63,6 +66,9 @@ last confirmed (after Ctrl-C, inside the episode it interrupted: every item
 once), writing again at most the episodes in flight when a push was killed.
 A table that already holds items is warned of before writing; the push adds
 to them.
+A '--server' ending in .json is a servers file ('serve' of a build of many
+servers writes one): it stands for its servers, in server order, as if each
+were given as '--server' there.
 '--runner' runs the push as an Apache Beam pipeline (pip install
 "rlds_reverb[beam]"): each episode is checked as it is read, episode I goes
 to the I % S-th '--server', and a retried part may be written twice; the
@@ -76,11 +82,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   options.add_dataset_arguments(parser)
   parser.add_argument('--server', required=True, action='append',
                       type=options.server_or_servers_file,
-                      metavar='HOST:PORT',
+                      metavar='HOST:PORT|SERVERS.json',
                       help=('the Reverb server; repeat with --workers or '
-                            '--runner to spread the data over several, or '
-                            'give the servers file a serve of many servers '
-                            'writes (servers.json: its servers, in order)'))
+                            '--runner to spread the data over several; a '
+                            "servers file ('serve' of a build of many "
+                            'servers writes it) stands for its servers, in '
+                            'server order'))
   parser.add_argument('--table', required=True, action='append',
                       help='a table to write to; repeat for several')
   add_item_arguments(parser)
@@ -138,7 +145,7 @@ def add_item_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-  args.server = options.flat_servers(args.server)
+  expand_servers(args)
   check_usage(args)
   push_options = options_of(args)
   if args.runner:
@@ -152,6 +159,17 @@ def run(args: argparse.Namespace) -> int:
   push_shared.print_summary(push_one(args, push_options, checks_of(args)),
                             args.json)
   return output.EXIT_OK
+
+
+def expand_servers(args: argparse.Namespace) -> None:
+  """--server with each servers file replaced by its servers, in server
+  order (episode or shard I to server I % S as for --server given so);
+  `args.servers_files` keeps (file, servers) for messages."""
+  groups = [options.servers_of(given) for given in args.server]
+  args.servers_files = [
+      (given, len(group)) for given, group in zip(args.server, groups)
+      if servers_file.is_servers_file(given)]
+  args.server = [address for group in groups for address in group]
 
 
 def options_of(args: argparse.Namespace) -> PushOptions:
@@ -190,7 +208,7 @@ def check_usage(args: argparse.Namespace) -> None:
        '--resume-anyway goes with --resume'),
       (len(args.server) > 1 and not (args.runner or args.workers > 1),
        'Several --server need --workers or --runner, which spread the data '
-       'over them'),
+       f'over them{_listed(args)}'),
       (len(set(args.table)) < len(args.table),
        f'--table {_repeated(args.table)} is given more than once: every item '
        f'would be written that many times into it'),
@@ -200,6 +218,13 @@ def check_usage(args: argparse.Namespace) -> None:
                           options.image_usage_problems(args)):
     if failed:
       raise output.CliError(message, output.EXIT_USAGE)
+
+
+def _listed(args: argparse.Namespace) -> str:
+  """' (PATH lists S servers)' for each servers file among --server."""
+  listed = [f'{path} lists {wording.count(count, "server")}'
+            for path, count in args.servers_files]
+  return f' ({"; ".join(listed)})' if listed else ''
 
 
 def _nstep_problems(args: argparse.Namespace):

@@ -34,11 +34,11 @@ differs between runs; how many come from each source does not.
 
 import functools
 import math
-from typing import Collection, Iterator, List, Optional, Sequence, Tuple
+from typing import (Collection, Iterator, List, Optional, Sequence, Tuple,
+                    Union)
 
 import tensorflow as tf
 
-from rlds_reverb import servers_file
 from rlds_reverb.errors import MixedReplayError
 from rlds_reverb.mixture import choices
 from rlds_reverb.mixture import rounding
@@ -48,10 +48,11 @@ from rlds_reverb.mixture import weights as weights_lib
 
 DEFAULT_TIMEOUT_S = 30.0
 ReplayLike = sources_lib.ReplayLike
+ServersFileLike = sources_lib.ServersFileLike
 
 
-def replay_mixture(sources: Sequence[ReplayLike], weights,
-                   sample_batch_size: int, num_steps: int = 2, *,
+def replay_mixture(sources: Union[Sequence[ReplayLike], ServersFileLike],
+                   weights, sample_batch_size: int, num_steps: int = 2, *,
                    start_step: int = 0,
                    refresh_sizes_every: int = weights_lib.DEFAULT_REFRESH_EVERY,
                    allow_removal: Collection[int] = (),
@@ -72,9 +73,12 @@ def replay_mixture(sources: Sequence[ReplayLike], weights,
   Args:
     sources: the tables, each a `ReverbReplayBuffer` or `(address, table)`
       (then the data spec comes from the first buffer given, or from the
-      table's signature), on one server or many; or the path of a servers
-      file (servers.json, what a serve of many servers writes): its one
-      table on each of its servers.
+      table's signature), on one server or many. A servers file
+      ('servers.json', written by a serve of many servers; as `sources`
+      itself or as one of them) stands for `(address, table)` on each of
+      its servers, in server order, with the one table it lists, or the
+      table named as `(path, table)`; weigh them with `'size'`, or give a
+      weight per server.
     weights: one per source, each a number >= 0 or a schedule
       `f(step) -> weight` called once per batch with `start_step + k`; or
       `'size'`: each table's current number of items, so that every item of
@@ -119,8 +123,8 @@ def replay_mixture(sources: Sequence[ReplayLike], weights,
       source); a table that removes sampled items, not in `allow_removal`.
     AddressError, ServerUnavailableError, TableNotFoundError: a server that
       does not answer or lacks the table, naming it.
-    ServersFileError: a servers file missing, unreadable, or listing
-      several tables.
+    ServersFileError: a servers file missing or unreadable, listing several
+      tables when none is named, or not listing the table named.
 
   While iterating, errors come as `tf.errors.InvalidArgumentError` whose
   text is one line of ours (no Python traceback): a schedule's bad value, a
@@ -128,9 +132,7 @@ def replay_mixture(sources: Sequence[ReplayLike], weights,
   C++, so Ctrl-C takes effect when it returns: at once while batches flow,
   and when the watchdog fails the dataset at the latest.
   """
-  if servers_file.is_servers_file(sources):
-    sources = servers_file.places(sources)
-  sources = list(sources)
+  sources = sources_lib.expanded(sources)
   if not sources:
     raise MixedReplayError('replay_mixture needs at least one source.')
   check_batch_size(sample_batch_size)

@@ -1,7 +1,9 @@
 """Sources of a mixture: buffers or (address, table), checked to fit.
 
     ReverbReplayBuffer | (address, table), one per source, named in messages
-    ('source 2'; mixed_replay's 'offline', 'online')
+    ('source 2'; mixed_replay's 'offline', 'online'); a servers file
+    ('servers.json', or (servers.json, table)) stands for (address, table)
+    on each of its servers, in server order (`expanded`)
       -> each table's TableInfo, read with a timeout (ServerUnavailableError,
          TableNotFoundError: naming the server and the table)
       -> one data spec: the first buffer's, else the first table's signature
@@ -22,6 +24,7 @@ the streams it keeps: three tables read with 32 streams each sampled
 
 import dataclasses
 import math
+import os
 from typing import Any, Collection, List, Sequence, Tuple, Union
 
 import tensorflow as tf
@@ -29,6 +32,7 @@ from tf_agents.replay_buffers import reverb_replay_buffer
 
 from rlds_reverb import _reading as reading
 from rlds_reverb import decoded
+from rlds_reverb import servers_file
 from rlds_reverb._util import wording
 from rlds_reverb.errors import MixedReplayError
 from rlds_reverb.specs import encoded as encoded_spec
@@ -36,6 +40,8 @@ from rlds_reverb.specs import paths
 from rlds_reverb.write import server as server_lib
 
 ReplayLike = Union[reverb_replay_buffer.ReverbReplayBuffer, Tuple[str, str]]
+# A servers file, or one with the table to read on each of its servers.
+ServersFileLike = Union[str, os.PathLike, Tuple[Union[str, os.PathLike], str]]
 # Reverb streams a table's `as_dataset` interleaves at most (TF-Agents').
 MAX_STREAMS = 32
 
@@ -48,6 +54,37 @@ class Source:
   table: str
   info: Any  # reverb TableInfo, as read when the mixture was built.
   buffer: reverb_replay_buffer.ReverbReplayBuffer
+
+
+def expanded(replays) -> list:
+  """`replays` as a list of sources, each servers file (as `replays` itself,
+  or as one of them) replaced by (address, table) on each of its servers,
+  in server order: the sources of a table spread over a serve of many
+  servers.
+
+  Raises:
+    ServersFileError: a servers file missing or unreadable; one of several
+      tables given without a table; a table it does not list.
+  """
+  if is_servers_file_source(replays):
+    replays = [replays]
+  return [place for replay in replays for place in _places(replay)]
+
+
+def is_servers_file_source(value) -> bool:
+  """A servers file's path, or (its path, a table)."""
+  if isinstance(value, tuple) and len(value) == 2:
+    return (servers_file.is_servers_file(value[0])
+            and isinstance(value[1], str))
+  return servers_file.is_servers_file(value)
+
+
+def _places(replay) -> list:
+  if not is_servers_file_source(replay):
+    return [replay]
+  if isinstance(replay, tuple):
+    return servers_file.places_of(*replay)
+  return servers_file.places_of(replay)
 
 
 def as_sources(replays: Sequence[ReplayLike], names: Sequence[str],
