@@ -109,16 +109,22 @@ def train(datasets, args: argparse.Namespace) -> None:
     print(f'rows per batch of {args.batch_size}: '
           f'{args.weights[0] / total * args.batch_size:.1f} of '
           f"'a', then {args.weights[1] / total * args.batch_size:.1f} of 'b'")
-    agent = new_agent()
-    train_step = tf.function(agent.train)
-    experience = iter(dataset)
-    for step in range(1, args.train_steps + 1):
-      trajectories, _ = next(experience)
-      loss = train_step(trajectories).loss
-      if step % 100 == 0 or step == args.train_steps:
-        print(f'train step {step}: loss {float(loss):.4f}')
+    train_on(dataset, new_agent(), args.train_steps)
   finally:
-    server.stop()
+    server.stop()  # After the iterator is gone: see train_on.
+
+
+def train_on(dataset: tf.data.Dataset, agent, steps: int) -> None:
+  """`steps` train steps on batches of `dataset`. The iterator lives only
+  here: one still sampling from a server stopped under it can crash the
+  interpreter's exit ('terminate called without an active exception')."""
+  train_step = tf.function(agent.train)
+  experience = iter(dataset)
+  for step in range(1, steps + 1):
+    trajectories, _ = next(experience)
+    loss = train_step(trajectories).loss
+    if step % 100 == 0 or step == steps:
+      print(f'train step {step}: loss {float(loss):.4f}')
 
 
 if __name__ == '__main__':

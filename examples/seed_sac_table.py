@@ -162,27 +162,33 @@ def run(args: argparse.Namespace) -> int:
     dataset = replay_buffer.as_dataset(
         sample_batch_size=args.batch_size, num_steps=SEQUENCE_LENGTH,
         num_parallel_calls=2).prefetch(2)
-    iterator = iter(dataset)
-    experience, _ = next(iterator)
-    print(f'batch observation {experience.observation.shape.as_list()}, '
-          f'action {experience.action.shape.as_list()}, reward '
-          f'{experience.reward.shape.as_list()}, discount '
-          f'{experience.discount.shape.as_list()}')
-
-    for _ in range(args.train_steps):
-      loss_info = agent.train(experience)
-      experience, _ = next(iterator)
-      extra = loss_info.extra
-      print(f'sac train step {int(agent.train_step_counter.numpy())}: loss '
-            f'{float(loss_info.loss):.3f} (critic '
-            f'{float(extra.critic_loss):.3f}, actor '
-            f'{float(extra.actor_loss):.3f}, alpha '
-            f'{float(extra.alpha_loss):.3f})')
-      if not np.isfinite(float(loss_info.loss)):
-        print('seed_sac_table: error: non-finite SAC loss', file=sys.stderr)
-        return 1
+    return train_on(dataset, agent, args.train_steps)
   finally:
-    server.stop()
+    server.stop()  # After the iterator is gone: see train_on.
+
+
+def train_on(dataset: tf.data.Dataset, agent, steps: int) -> int:
+  """A batch's shapes, then `steps` SAC train steps; 1 on a non-finite
+  loss. The iterator lives only here: one still sampling from a server
+  stopped under it can crash the interpreter's exit."""
+  iterator = iter(dataset)
+  experience, _ = next(iterator)
+  print(f'batch observation {experience.observation.shape.as_list()}, '
+        f'action {experience.action.shape.as_list()}, reward '
+        f'{experience.reward.shape.as_list()}, discount '
+        f'{experience.discount.shape.as_list()}')
+  for _ in range(steps):
+    loss_info = agent.train(experience)
+    experience, _ = next(iterator)
+    extra = loss_info.extra
+    print(f'sac train step {int(agent.train_step_counter.numpy())}: loss '
+          f'{float(loss_info.loss):.3f} (critic '
+          f'{float(extra.critic_loss):.3f}, actor '
+          f'{float(extra.actor_loss):.3f}, alpha '
+          f'{float(extra.alpha_loss):.3f})')
+    if not np.isfinite(float(loss_info.loss)):
+      print('seed_sac_table: error: non-finite SAC loss', file=sys.stderr)
+      return 1
   return 0
 
 

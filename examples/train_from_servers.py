@@ -101,17 +101,23 @@ def train(args: argparse.Namespace) -> None:
     dataset = rlds_reverb.replay_mixture(
         sources, 'size', args.batch_size, num_steps=SEQUENCE_LENGTH)
     print_shares(built, args.batch_size)
-    agent = new_agent()
-    train_step = tf.function(agent.train)
-    experience = iter(dataset)
-    for step in range(1, args.train_steps + 1):
-      trajectories, _ = next(experience)
-      loss = train_step(trajectories).loss
-      if step % 100 == 0 or step == args.train_steps:
-        print(f'train step {step}: loss {float(loss):.4f}')
+    train_on(dataset, new_agent(), args.train_steps)
   finally:
-    for server in servers:
+    for server in servers:  # After the iterator is gone: see train_on.
       server.stop()
+
+
+def train_on(dataset: tf.data.Dataset, agent, steps: int) -> None:
+  """`steps` train steps on batches of `dataset`. The iterator lives only
+  here: one still sampling from servers stopped under it can crash the
+  interpreter's exit ('terminate called without an active exception')."""
+  train_step = tf.function(agent.train)
+  experience = iter(dataset)
+  for step in range(1, steps + 1):
+    trajectories, _ = next(experience)
+    loss = train_step(trajectories).loss
+    if step % 100 == 0 or step == steps:
+      print(f'train step {step}: loss {float(loss):.4f}')
 
 
 def print_shares(built, batch_size: int) -> None:
