@@ -40,6 +40,7 @@ from rlds_reverb.errors import PipelineFailedError
 from rlds_reverb.errors import ResumeStateError
 from rlds_reverb.errors import ReverbTimeoutError
 from rlds_reverb.errors import RldsReverbError
+from rlds_reverb.errors import ServerLostWarning
 from rlds_reverb.errors import ServerUnavailableError
 from rlds_reverb.errors import ServersFileError
 from rlds_reverb.errors import ShardsFailedError
@@ -170,6 +171,7 @@ __all__ = [
     'FeaturesError',
     'DatasetDirectoryError',
     'ServersFileError',
+    'ServerLostWarning',
 ]
 
 

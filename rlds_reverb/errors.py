@@ -121,3 +121,9 @@ class ImageFieldError(RldsReverbError, ValueError):
 class ServersFileError(RldsReverbError, ValueError):
   """A servers file (servers.json, written by a serve of many servers) that
   is missing or cannot be read."""
+
+
+class ServerLostWarning(UserWarning):
+  """A replay mixture built with `on_server_loss='drop'` goes on without a
+  server that did not answer for its timeout; names the server and its
+  tables. Issued once per server and mixture."""

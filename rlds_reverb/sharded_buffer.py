@@ -12,7 +12,9 @@ for `ReverbReplayBuffer`.
       .as_dataset(B, num_steps)    `replay_mixture(servers, 'size', B)`: each
                                    batch takes from each server its share of
                                    all items, exactly, so every item of the
-                                   sharded table is equally likely
+                                   sharded table is equally likely; a server
+                                   lost fails it, or with on_server_loss=
+                                   'drop' is left out (a warning)
       .num_frames()                items on all servers together
       .observer(sequence_length)   a TF-Agents observer writing whole episode
                                    I to server I % S, as `build --servers S`
@@ -32,6 +34,7 @@ from tf_agents.replay_buffers import reverb_utils
 
 from rlds_reverb import servers_file
 from rlds_reverb.errors import MixedReplayError
+from rlds_reverb.mixture import dropping
 from rlds_reverb.mixture import replay
 from rlds_reverb.mixture import sources as sources_lib
 from rlds_reverb.mixture import weights as weights_lib
@@ -42,7 +45,8 @@ class ShardedReplayBuffer:
 
   def __init__(self, servers, table_name: Optional[str] = None,
                sequence_length: int = 2,
-               timeout: float = replay.DEFAULT_TIMEOUT_S):
+               timeout: float = replay.DEFAULT_TIMEOUT_S,
+               on_server_loss: str = 'raise'):
     """Checks every server at once.
 
     Args:
@@ -55,18 +59,30 @@ class ShardedReplayBuffer:
         `ReverbReplayBuffer`'s).
       timeout: seconds a server may leave unanswered: when building, and
         while sampling (`replay_mixture`'s `timeout`).
+      on_server_loss: what `as_dataset`'s datasets do with a server that has
+        not answered for `timeout` seconds while sampling: 'raise' fails
+        the next `next()` with one line naming it
+        (`tf.errors.InvalidArgumentError`); 'drop' goes on with the other
+        servers' shares (batches keep B rows), warns once with a
+        `ServerLostWarning` naming it, and never samples it again, even if
+        it comes back; the last server lost fails as 'raise' does.
+        `replay_mixture`'s `on_server_loss` says what it costs. Given here,
+        not to `as_dataset`, so that code that calls `as_dataset` as
+        `ReverbReplayBuffer`'s (TF-Agents' learners) gets it too.
 
     Raises:
       ServersFileError: a servers file missing or unreadable, or listing
         several tables when `table_name` names none.
       MixedReplayError: no servers, a table not named, servers whose tables
-        differ in signature (naming the server and the field).
+        differ in signature (naming the server and the field), an
+        `on_server_loss` other than 'raise' or 'drop'.
       AddressError, ServerUnavailableError, TableNotFoundError: a server that
         does not answer or lacks the table, naming it.
     """
     self._places = places_of(servers, table_name)
     self._sequence_length = sequence_length
     self._timeout = timeout
+    self._on_server_loss = dropping.check_on_server_loss(on_server_loss)
     checked = sources_lib.as_sources(self._places, self.names,
                                      sequence_length, timeout)
     self._data_spec = checked[0].buffer.data_spec
@@ -94,12 +110,15 @@ class ShardedReplayBuffer:
                      weights_lib.DEFAULT_REFRESH_EVERY)):
     """Batches `(Trajectory [B, num_steps, ...], SampleInfo)` as
     `ReverbReplayBuffer.as_dataset` gives them, each holding every server's
-    share of B by its table's size (rows of server 0 first)."""
+    share of B by its table's size (rows of server 0 first). A server
+    lost while sampling fails the dataset or is dropped, as the buffer's
+    `on_server_loss` says."""
     return replay.replay_mixture(
         self._places, 'size', sample_batch_size,
         num_steps or self._sequence_length,
         refresh_sizes_every=refresh_sizes_every,
-        num_parallel_calls=num_parallel_calls, timeout=self._timeout)
+        num_parallel_calls=num_parallel_calls, timeout=self._timeout,
+        on_server_loss=self._on_server_loss)
 
   def num_frames(self) -> int:
     """The items of every server's table together."""

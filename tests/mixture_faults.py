@@ -4,13 +4,15 @@ then raises (drawn within a hang guard), and the one line of ours in it.
 Servers hold one episode of the bundled CartPole data in a uniform table
 'replay': `cartpole_server()` in this process, `doomed_server()` in a
 process of its own, for a test to kill (SIGKILL: `ServerProcess.kill`).
+Episode 0 unless told; servers given different episodes tell their rows
+apart (`observations_of`).
 """
 
 import contextlib
 import re
 import threading
 import time
-from typing import Iterator
+from typing import Iterator, Set
 
 import pytest
 import reverb
@@ -31,31 +33,40 @@ HANG_GUARD_S = 120
 _ASSERTION = re.compile(r'assertion failed: \[(.*?)\]\n')
 
 
-def _push_one_episode(address: str) -> None:
-  rlds_reverb.push(rlds_reverb.load(CARTPOLE).take(1), reverb.Client(address),
-                   TABLE, sequence_length=NUM_STEPS)
+def _push_one_episode(address: str, episode: int) -> None:
+  rlds_reverb.push(rlds_reverb.load(CARTPOLE).skip(episode).take(1),
+                   reverb.Client(address), TABLE, sequence_length=NUM_STEPS)
 
 
 @contextlib.contextmanager
-def cartpole_server() -> Iterator[str]:
+def cartpole_server(episode: int = 0) -> Iterator[str]:
   """A server in this process; yields its address."""
   spec = rlds_reverb.create_trajectory_data_spec(rlds_reverb.load(CARTPOLE))
   server = reverb_tables.start_server([tables.table(
       tables.uniform(TABLE), tensor_spec.add_outer_dim(spec))])
   try:
     address = reverb_tables.address(server)
-    _push_one_episode(address)
+    _push_one_episode(address, episode)
     yield address
   finally:
     server.stop()
 
 
-def doomed_server() -> ServerProcess:
+def doomed_server(episode: int = 0) -> ServerProcess:
   """A server in its own process, as `cartpole_server`'s."""
   server = ServerProcess([{'name': TABLE, 'kind': 'uniform',
                            'signed_for': CARTPOLE}])
-  _push_one_episode(server.address)
+  _push_one_episode(server.address, episode)
   return server
+
+
+def observations_of(episode: int) -> Set[bytes]:
+  """The bytes of each observation of the episode: a row whose first step's
+  observation is among them came from a server holding that episode."""
+  steps = next(iter(rlds_reverb.load(CARTPOLE).skip(episode).take(1)))[
+      'steps']
+  return {observation.tobytes() for observation in
+          next(iter(steps.batch(10**6)))['observation'].numpy()}
 
 
 def error_of_next(iterator, guard_s: float = HANG_GUARD_S) -> BaseException:

@@ -2,7 +2,7 @@
 reaches stderr, and the exit.
 
     python -m tests.mixture_learner '{"sources": [[address, table], ...],
-        "weights": [1, [1, -1, 0]], "timeout": 2}'
+        "weights": [1, [1, -1, 0]], "timeout": 2, "on_server_loss": "drop"}'
 
 Draws batches of 4 from `rlds_reverb.replay_mixture(sources, weights, 4)`,
 printing 'batch K' after each, until an exception; prints 'stopped: NAME'
@@ -10,7 +10,7 @@ printing 'batch K' after each, until an exception; prints 'stopped: NAME'
 and 'text: ...' (the error's text on one line), then exits 130 for an
 interrupt, else 0, its iterator still alive. A weight is a number, 'size'
 for all, or a schedule [a, b, start]: a + b * step from step `start`, 0
-before it.
+before it. "on_server_loss" is optional ('raise' when not given).
 
     python -m tests.mixture_learner '{"runs": [CONFIG, CONFIG, ...]}'
 
@@ -52,7 +52,8 @@ def main(config, alive=None) -> int:
   import rlds_reverb  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   dataset = rlds_reverb.replay_mixture(
       [tuple(source) for source in config['sources']],
-      weights_of(config['weights']), 4, timeout=config['timeout'])
+      weights_of(config['weights']), 4, timeout=config['timeout'],
+      on_server_loss=config.get('on_server_loss', 'raise'))
   iterator = iter(dataset)
   if alive is not None:
     alive.append(iterator)

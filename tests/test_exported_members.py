@@ -80,6 +80,7 @@ EXPORTED = [
     'FeaturesError',
     'DatasetDirectoryError',
     'ServersFileError',
+    'ServerLostWarning',
 ]
 
 DROP_INS = ['get_rlds_step_features', 'create_trajectory_data_spec',

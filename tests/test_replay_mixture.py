@@ -13,7 +13,10 @@ import pathlib
 import signal
 import subprocess
 import sys
+import threading
 import time
+import warnings
+from typing import Optional
 
 import numpy as np
 import pytest
@@ -703,6 +706,33 @@ def test_verdict_cases(checks, expected):
   assert said[-1] == expected
 
 
+A_SILENT = {A: None, B: {'data': 5, 'queue': 0}}
+A_GONE = {B: {'data': 5, 'queue': 0}}  # A dropped: not asked.
+B_SILENT_A_GONE = {B: None}
+# (checks, the last check's verdict, the servers lost), timeout 2, drop
+DROP_VERDICTS = {
+    'silent_for_the_timeout_is_lost': (
+        [(0, B_SILENT, DUE), (2, B_SILENT, [True, False, False])], '', [B]),
+    'silent_under_the_timeout_is_kept': (
+        [(0, B_SILENT, DUE), (1.9, B_SILENT, DUE)], '', []),
+    'the_last_server_fails_naming_it': (
+        [(0, A_SILENT, DUE), (2, A_SILENT, DUE),
+         (2.5, A_GONE, [False, True, True]),
+         (3, B_SILENT_A_GONE, [False, True, True]),
+         (5, B_SILENT_A_GONE, [False, True, True])], B_SILENT_LINE, [A]),
+}
+
+
+@pytest.mark.parametrize('checks,expected,lost', DROP_VERDICTS.values(),
+                         ids=DROP_VERDICTS.keys())
+def test_drop_verdict_cases(checks, expected, lost):
+  verdict = watchdog.Verdict(PLACES, timeout=2, drop=True)
+  said = [verdict(now, answers, due) for now, answers, due in checks]
+  assert said[:-1] == [''] * (len(checks) - 1)
+  assert said[-1] == expected
+  assert verdict.lost == lost
+
+
 @pytest.fixture(scope='module')
 def cartpole():
   with mixture_faults.cartpole_server() as address:
@@ -730,11 +760,19 @@ def selected_cases(request, argname: str) -> list:
 MIXED_REPLAY = 'mixed_replay'  # The case of `rlds_reverb.mixed_replay`.
 
 
+# ShardedReplayBuffer([alive, doomed]).as_dataset(8): refresh_sizes_every.
+SHARDED = {'sharded': 100, 'sharded_read_every_batch': 1}
+
+
 def killed_dataset(case: str, alive: str, doomed: str) -> tf.data.Dataset:
   """The case's mixture of `alive`'s and `doomed`'s tables 'replay'."""
   if case == MIXED_REPLAY:
     return rlds_reverb.mixed_replay((alive, 'replay'), (doomed, 'replay'),
                                     0.5, 8, timeout=1)
+  if case in SHARDED:
+    return rlds_reverb.ShardedReplayBuffer(
+        [alive, doomed], 'replay', timeout=1).as_dataset(
+            8, refresh_sizes_every=SHARDED[case])
   weights, refresh = KILLED[case]
   return rlds_reverb.replay_mixture(
       [(alive, 'replay'), (doomed, 'replay')], weights, 8,
@@ -745,7 +783,7 @@ def killed_dataset(case: str, alive: str, doomed: str) -> tf.data.Dataset:
 def killed_errors(request, cartpole):
   """case -> (address, error of `next()`): one server process (a TensorFlow
   start, ~4 s of CPU) killed under a mixture of every selected case (of
-  KILLED, and MIXED_REPLAY) at once, each two batches in, each with its own
+  KILLED, SHARDED and MIXED_REPLAY) at once, each two batches in, each with its own
   watchdog."""
   cases = selected_cases(request, 'case')
   with mixture_faults.doomed_server() as doomed:
@@ -769,6 +807,19 @@ def test_a_killed_server_fails_the_mixture_naming_it(killed_errors, case):
       f'be reached, and Reverb retries without end.')
 
 
+@pytest.mark.parametrize('case', SHARDED)
+def test_a_killed_server_fails_the_sharded_buffer_naming_it(killed_errors,
+                                                           case):
+  """`ShardedReplayBuffer.as_dataset` is a 'size' mixture: its watchdog
+  names the server, with the sizes read every batch too (the dead server's
+  last sizes kept, `weights.TableSizes`)."""
+  address, error = killed_errors[case]
+  assert mixture_faults.one_line(error) == (
+      f'The Reverb server at {address} did not answer for 1 s, so the '
+      f'source 1 table replay cannot be sampled: the server stopped or cannot '
+      f'be reached, and Reverb retries without end.')
+
+
 @pytest.mark.parametrize('case', [MIXED_REPLAY])
 def test_a_killed_online_server_fails_the_mixed_replay_naming_it(
     killed_errors, case):
@@ -779,6 +830,186 @@ def test_a_killed_online_server_fails_the_mixed_replay_naming_it(
       f'The Reverb server at {address} did not answer for 1 s, so the '
       f'online table replay cannot be sampled: the server stopped or cannot '
       f'be reached, and Reverb retries without end.')
+
+
+# --- on_server_loss='drop': a killed server left out. -------------------------
+
+# Each a mixture of the in-process server (episode 1) and the doomed one
+# (episode 0), B = 8, timeout 1 s: (weights, refresh_sizes_every); 'sharded'
+# is ShardedReplayBuffer(on_server_loss='drop').as_dataset(8).
+DROPPED = {'size': ('size', 100), 'size_read_every_batch': ('size', 1),
+           'fixed': ([1, 1], 100), 'sharded': ('size', 100)}
+EVERY_SERVER_LOST = 'every_server_lost'  # Two sources, both on the doomed.
+AFTER_LOSS = 30  # Batches drawn after a mixture's warning; the last 20 checked.
+
+
+def dropped_dataset(case: str, alive: str, doomed: str) -> tf.data.Dataset:
+  if case == EVERY_SERVER_LOST:
+    return rlds_reverb.replay_mixture(
+        [(doomed, 'replay'), (doomed, 'replay')], [1, 1], 8, timeout=1,
+        on_server_loss='drop')
+  if case == 'sharded':
+    return rlds_reverb.ShardedReplayBuffer(
+        [alive, doomed], 'replay', timeout=1,
+        on_server_loss='drop').as_dataset(8)
+  weights, refresh = DROPPED[case]
+  return rlds_reverb.replay_mixture(
+      [(alive, 'replay'), (doomed, 'replay')], weights, 8,
+      refresh_sizes_every=refresh, timeout=1, on_server_loss='drop')
+
+
+@dataclasses.dataclass
+class Drawn:
+  """What one mixture gave after the kill."""
+  origins: list = dataclasses.field(default_factory=list)  # Per batch.
+  error: Optional[BaseException] = None
+
+
+def draw_past_the_loss(iterator, warned, origin_of, drawn: Drawn) -> None:
+  """Batches' row origins until `warned()` (the mixtures' warnings all
+  came), then AFTER_LOSS more; or the error that ends the dataset."""
+  try:
+    after = 0
+    while after < AFTER_LOSS:
+      after += warned()
+      experience, _ = next(iterator)
+      drawn.origins.append(
+          [origin_of.get(row.tobytes(), 'neither')
+           for row in experience.observation.numpy()[:, 0]])
+  except BaseException as e:  # pylint: disable=broad-except
+    drawn.error = e.with_traceback(None)  # Frees the iterator's frames.
+
+
+def dropped_without_a_hang(iterators: dict) -> None:
+  """Drops the iterators (their only references) on a thread; a drop that
+  does not return within the hang guard fails the test."""
+  thread = threading.Thread(target=iterators.clear, daemon=True)
+  thread.start()
+  thread.join(mixture_faults.HANG_GUARD_S)
+  assert not thread.is_alive(), 'dropping an iterator did not return'
+
+
+@pytest.fixture(scope='module')
+def dropped_runs(request):
+  """One server process killed under a drop mixture of every selected case,
+  each two batches in -> (doomed address, case -> `Drawn`, texts of the
+  ServerLostWarnings, rows' origins before the kill). The warnings come
+  from the watchdogs' threads; `catch_warnings` (process-wide) records
+  them. The iterators are dropped at the end, their servers lost."""
+  cases = selected_cases(request, 'drop_case')
+  live = [case for case in cases if case != EVERY_SERVER_LOST]
+  with (mixture_faults.cartpole_server(episode=1) as alive,
+        mixture_faults.doomed_server(episode=0) as doomed,
+        warnings.catch_warnings(record=True) as caught):
+    warnings.simplefilter('always')
+    origin_of = {**dict.fromkeys(mixture_faults.observations_of(0), 'doomed'),
+                 **dict.fromkeys(mixture_faults.observations_of(1), 'alive')}
+    iterators = {case: iter(dropped_dataset(case, alive, doomed.address))
+                 for case in cases}
+    before = {case: [origin_of.get(row.tobytes(), 'neither')
+                     for _ in range(2)
+                     for row in next(iterator)[0].observation.numpy()[:, 0]]
+              for case, iterator in iterators.items()}
+    doomed.kill()  # SIGKILL, while the mixtures sample it.
+
+    def warned() -> bool:
+      return sum(issubclass(warning.category, rlds_reverb.ServerLostWarning)
+                 for warning in caught) >= len(live)
+
+    drawn = {case: Drawn() for case in cases}
+    threads = [threading.Thread(
+        target=draw_past_the_loss, daemon=True,
+        args=(iterators[case], warned, origin_of, drawn[case]))
+               for case in cases]
+    for thread in threads:
+      thread.start()
+    deadline = time.monotonic() + mixture_faults.HANG_GUARD_S
+    for thread in threads:
+      thread.join(max(0.0, deadline - time.monotonic()))
+    assert not any(thread.is_alive() for thread in threads), (
+        'next() still blocked after the hang guard')
+    dropped_without_a_hang(iterators)
+    texts = [str(warning.message) for warning in caught
+             if issubclass(warning.category, rlds_reverb.ServerLostWarning)]
+    return doomed.address, drawn, texts, before
+
+
+@pytest.mark.parametrize('drop_case', DROPPED)
+def test_a_dropped_server_leaves_full_batches_of_the_others(dropped_runs,
+                                                           drop_case):
+  """Before the kill both servers give rows; after it every batch has its
+  8 rows (the batches waiting for the dead server's rows when it was
+  dropped are left out); once its loss is told, the batches drawn from
+  then on (past those built ahead) come from the live server alone."""
+  _, drawn, _, before = dropped_runs
+  assert set(before[drop_case]) == {'alive', 'doomed'}, before[drop_case]
+  runs = drawn[drop_case]
+  assert runs.error is None, runs.error
+  assert all(len(origins) == 8 for origins in runs.origins)
+  assert all(set(origins) <= {'alive', 'doomed'} for origins in runs.origins)
+  assert all(origins == ['alive'] * 8 for origins in runs.origins[-20:]), (
+      runs.origins)
+
+
+@pytest.mark.parametrize('drop_case', DROPPED)
+def test_each_drop_mixture_warns_once_naming_the_server(dropped_runs,
+                                                        drop_case):
+  """One ServerLostWarning per mixture (the mixtures share the server:
+  their count is the cases'), naming the server and its table."""
+  address, drawn, texts, _ = dropped_runs
+  live = [case for case in drawn if case != EVERY_SERVER_LOST]
+  assert drop_case in live
+  assert texts == [
+      f'The Reverb server at {address} did not answer for 1 s: the mixture '
+      f'goes on without it, and gives the source 1 table replay no rows from '
+      f'now on (a server that comes back is not sampled again).'] * len(live)
+
+
+@pytest.mark.parametrize('drop_case', [EVERY_SERVER_LOST])
+def test_a_drop_mixture_that_loses_every_server_fails_naming_it(
+    dropped_runs, drop_case):
+  address, drawn, _, _ = dropped_runs
+  assert mixture_faults.one_line(drawn[drop_case].error) == (
+      f'The Reverb server at {address} did not answer for 1 s, so the '
+      f'source 0 table replay and the source 1 table replay cannot be '
+      f'sampled: the server stopped or cannot be reached, and Reverb retries '
+      f'without end.')
+
+
+def test_a_drop_mixture_of_live_servers_holds_exact_shares(servers):
+  """The same counts as without 'drop', the iterator dropped early by
+  `take`."""
+  weights = [1.0, 2.0, 3.5]
+  dataset = rlds_reverb.replay_mixture(servers.pairs(), weights, 16,
+                                       on_server_loss='drop')
+  assert counts_of(dataset, 26) == expected_counts(weights, 16, 26)
+
+
+def test_weights_of_the_sources_left_summing_to_0_raise():
+  """[1, 0] with source 0's server dropped: nothing left to sample."""
+  weights = weights_lib.WithoutLost(weights_lib.Scheduled([1, 0], 0),
+                                    [A, B], lambda: {A})
+  with pytest.raises(rlds_reverb.MixedReplayError) as raised:
+    weights(0)
+  assert str(raised.value) == (
+      'weights of the sources still in the mixture sum to 0 ([0.0, 0.0]) '
+      'since the servers at localhost:1 were dropped: nothing is left to '
+      'sample.')
+
+
+def test_weights_without_a_loss_are_as_given():
+  weights = weights_lib.WithoutLost(weights_lib.Scheduled([1, 3], 0),
+                                    [A, B], frozenset)
+  assert weights(0) == [1.0, 3.0]
+
+
+@pytest.mark.parametrize('value', ['ignore', None, 1])
+def test_bad_on_server_loss(servers, value):
+  with pytest.raises(rlds_reverb.MixedReplayError) as raised:
+    rlds_reverb.replay_mixture(servers.pairs(), 'size', 4,
+                               on_server_loss=value)
+  assert str(raised.value) == (
+      f"on_server_loss must be 'raise' or 'drop', got {value!r}.")
 
 
 def test_an_empty_table_due_rows_fails_the_mixture_naming_it(servers):
@@ -826,7 +1057,8 @@ def learner_runs(servers, gated):
   """One learner process (a TensorFlow start, ~4 s of CPU) at TensorFlow's
   loudest log level (TF_CPP_MIN_LOG_LEVEL=0), two mixtures in turn, each
   iterator kept alive to the exit:
-    1. a schedule that goes bad at step 2 (batches 0, 1, then its error);
+    1. a schedule that goes bad at step 2 (batches 0, 1, then its error),
+       with on_server_loss='drop' (its fillers alive at the exit too);
     2. batches 0-2 from source 0; batch 3 needs the table 'gated', whose
        sampling waits in C++; after 'batch 2' a SIGINT, and only then the
        table is emptied: the watchdog's clock starts after the SIGINT, and
@@ -840,7 +1072,7 @@ def learner_runs(servers, gated):
   -> (run 1's stdout lines, run 2's stdout, stderr, exit status)."""
   learner = run_learner(
       {'runs': [{'sources': servers.pairs(), 'weights': [[1, -1, 0], 1, 1],
-                 'timeout': 30},
+                 'timeout': 30, 'on_server_loss': 'drop'},
                 {'sources': [servers.pairs()[0], (gated, 'gated')],
                  # The wait after the SIGINT. A timeout also fails a server
                  # silent that long: 2 s of margin for a loaded machine.

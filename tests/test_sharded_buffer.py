@@ -210,3 +210,11 @@ def test_a_server_that_does_not_answer_is_named(servers):  # pylint: disable=red
   with pytest.raises(rlds_reverb.RldsReverbError, match=address):
     rlds_reverb.ShardedReplayBuffer(
         [reverb_tables.address(servers[0]), address], TABLE, timeout=1)
+
+
+def test_a_bad_on_server_loss_is_one_line_before_any_read():
+  with pytest.raises(rlds_reverb.MixedReplayError) as raised:
+    rlds_reverb.ShardedReplayBuffer(['localhost:1'], TABLE,
+                                    on_server_loss='skip')
+  assert str(raised.value) == (
+      "on_server_loss must be 'raise' or 'drop', got 'skip'.")

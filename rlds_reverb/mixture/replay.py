@@ -41,6 +41,7 @@ import tensorflow as tf
 
 from rlds_reverb.errors import MixedReplayError
 from rlds_reverb.mixture import choices
+from rlds_reverb.mixture import dropping
 from rlds_reverb.mixture import rounding
 from rlds_reverb.mixture import sources as sources_lib
 from rlds_reverb.mixture import watchdog
@@ -57,7 +58,8 @@ def replay_mixture(sources: Union[Sequence[ReplayLike], ServersFileLike],
                    refresh_sizes_every: int = weights_lib.DEFAULT_REFRESH_EVERY,
                    allow_removal: Collection[int] = (),
                    num_parallel_calls: Optional[int] = None,
-                   timeout: float = DEFAULT_TIMEOUT_S) -> tf.data.Dataset:
+                   timeout: float = DEFAULT_TIMEOUT_S,
+                   on_server_loss: str = 'raise') -> tf.data.Dataset:
   """Batches of `sample_batch_size` items, each source's share in each one.
 
   Like `ReverbReplayBuffer.as_dataset(sample_batch_size, num_steps)`: the
@@ -139,39 +141,56 @@ def replay_mixture(sources: Union[Sequence[ReplayLike], ServersFileLike],
   weights_lib.check_form(weights, len(sources))
   check_refresh(refresh_sizes_every)
   allowed = check_allowed(allow_removal, len(sources))
+  drop = dropping.check_on_server_loss(on_server_loss) == dropping.DROP
   names = [f'source {index}' for index in range(len(sources))]
   checked = sources_lib.as_sources(sources, names, num_steps, timeout)
   sources_lib.check_keep(checked, allowed)
+  lost = dropping.Lost(watchdog.places_of(checked)) if drop else None
   if weights_lib.is_size(weights):
     places = [(source.address, source.table) for source in checked]
     check_sizes(checked, places)
-    per_batch = weights_lib.TableSizes(places, refresh_sizes_every, timeout)
+    per_batch = weights_lib.TableSizes(places, refresh_sizes_every, timeout,
+                                       frozenset if lost is None else lost)
   else:
     per_batch = weights_lib.Scheduled(weights, start_step)
     per_batch(0)  # Fails early.
+  if lost is not None:
+    per_batch = weights_lib.WithoutLost(
+        per_batch, [source.address for source in checked], lost)
   counts = functools.partial(batch_counts, per_batch, len(checked),
                              sample_batch_size)
   return mixture_dataset(checked, counts, sample_batch_size, num_steps,
                          per_source_calls(num_parallel_calls, len(checked)),
-                         timeout)
+                         timeout, lost)
 
 
 def mixture_dataset(sources: Sequence[sources_lib.Source],
                     counts: choices.BatchCounts, sample_batch_size: int,
                     num_steps: int, num_parallel_calls: Optional[int],
-                    timeout: float) -> tf.data.Dataset:
+                    timeout: float,
+                    lost: Optional[dropping.Lost] = None) -> tf.data.Dataset:
   """Batches of B rows: `counts()`'s k-th value says how many of batch k come
   from each source, in source order; guarded by `watchdog` (a server silent,
-  or a table due rows empty, for `timeout` seconds fails it)."""
-  items = [source.buffer.as_dataset(
-      sample_batch_size=sample_batch_size, num_steps=num_steps,
-      num_parallel_calls=num_parallel_calls).unbatch() for source in sources]
+  or a table due rows empty, for `timeout` seconds fails it). With `lost`
+  (`on_server_loss='drop'`), a silent server is dropped instead
+  (`dropping`), unless it is the last."""
   demand = watchdog.Demand(len(sources))
+  guard = watchdog.Watchdog(watchdog.places_of(sources), timeout, demand,
+                            lost)
+  sampled = [source.buffer.as_dataset(
+      sample_batch_size=sample_batch_size, num_steps=num_steps,
+      num_parallel_calls=num_parallel_calls) for source in sources]
+  if lost is None:
+    items = [rows.unbatch() for rows in sampled]
+  else:
+    items = [dropping.answered(rows, index, sample_batch_size, lost)
+             for index, rows in enumerate(sampled)]
   batches = tf.data.Dataset.choose_from_datasets(
       items, choices.choices(counts, demand, len(sources))).batch(
           sample_batch_size, drop_remainder=True)
-  return watchdog.guarded(batches, watchdog.Watchdog(
-      watchdog.places_of(sources), timeout, demand))
+  if lost is not None:
+    batches = dropping.whole(batches)
+  return watchdog.guarded(batches, guard)
 
 
 def batch_counts(per_batch: weights_lib.Weights, num_sources: int,

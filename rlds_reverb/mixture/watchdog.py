@@ -14,10 +14,11 @@ stream fails, so the check runs beside the streams:
          while the last verdict is unread: no iterator, no checks)
                                                |
     interleave, 2 at a time, each on its own thread (one may block):
-      input 0: the mixture's batches, then one count into `ends`
+      input 0: the mixture's batches, then one count into `Ends`
       input 1, 2, ...: segments, one per verdict: dequeue it,
                Assert(verdict == ''), yield nothing, end;
-               made while `ends` holds the count it held at the start
+               made while `Ends` holds the count it held at the start
+    (`beside`; 'drop' mode's fillers beside each source use it too)
 
 The batches pass in their order (one input holds them all), with no tag,
 filter, reshaping or copy of their own: the guard costs about 15 us of CPU
@@ -37,7 +38,8 @@ end may end the other's watchdog.
 
 It fails when (`Verdict`):
   - a server has not answered for `timeout` seconds: naming it, and the
-    sources on it;
+    sources on it (with on_server_loss='drop', only the last server: the
+    others are handed to `dropping.Lost`, which warns and leaves them out);
   - a table that batches take rows from (`Demand`: weight above 0) has been
     empty for `timeout` seconds, its server answering. Tables that remove
     what they hand out are left out: they are empty whenever the streams have
@@ -72,6 +74,7 @@ ASK_TIMEOUT_S = 1  # server_info's deadline per check; Reverb takes seconds.
 FORGET_AFTER_S = 5.0
 
 TableSizes = Dict[str, int]  # A server's answer: table -> current_size.
+_KEPT: List['Ends'] = []
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,16 +101,22 @@ class Verdict:
   """The watchdog's judgement over time: '' while all is well, else the
   one-line message the dataset fails with. `now` is passed in (seconds)."""
 
-  def __init__(self, places: Sequence[Place], timeout: float):
+  def __init__(self, places: Sequence[Place], timeout: float,
+               drop: bool = False):
+    """`drop`: a server silent for `timeout` is dropped (added to `lost`)
+    rather than failed, unless every server would then be lost."""
     self._places = list(places)
     self._timeout = timeout
+    self._drop = drop
     self._silent_since: Dict[str, float] = {}  # address -> first miss
     self._empty_since: Dict[int, float] = {}  # source -> first empty check
     self._last = None  # When the last check was.
+    self.lost: List[str] = []  # Addresses dropped, in the order dropped.
 
   def __call__(self, now: float, answers: Dict[str, Optional[TableSizes]],
                due: Sequence[bool]) -> str:
-    """`answers`: per server, its tables' sizes, None if it did not answer."""
+    """`answers`: per server, its tables' sizes, None if it did not answer
+    (servers in `lost` are not asked)."""
     if self._last is not None and now - self._last > FORGET_AFTER_S:
       self._silent_since.clear()
       self._empty_since.clear()
@@ -116,9 +125,11 @@ class Verdict:
       if sizes is not None:
         self._silent_since.pop(address, None)
       elif self._lasted(self._silent_since, address, now):
-        return self.silent_message(address)
+        if not self._drop or self._last_one(address):
+          return self.silent_message(address)
+        self.lost.append(address)
     for index, place in enumerate(self._places):
-      sizes = answers[place.address]
+      sizes = answers.get(place.address)
       if (sizes is None or not due[index] or place.removes
           or sizes.get(place.table, 1) > 0):
         self._empty_since.pop(index, None)
@@ -126,16 +137,23 @@ class Verdict:
         return self.empty_message(place)
     return ''
 
+  def _last_one(self, address: str) -> bool:
+    """Whether `address` is the one server not yet lost."""
+    return {place.address for place in self._places} - set(self.lost) == {
+        address}
+
   def _lasted(self, since: dict, key, now: float) -> bool:
     """Notes `now` as the start if `key` has none; True once `timeout`
     seconds have passed since."""
     return now - since.setdefault(key, now) >= self._timeout
 
+  def tables_on(self, address: str) -> str:
+    return ' and '.join(f'the {place.name} table {place.table}'
+                        for place in self._places if place.address == address)
+
   def silent_message(self, address: str) -> str:
     # No quotes in these messages: TensorFlow escapes them in an assertion.
-    tables = ' and '.join(f'the {place.name} table {place.table}'
-                          for place in self._places
-                          if place.address == address)
+    tables = self.tables_on(address)
     return (f'The Reverb server at {address} did not answer for '
             f'{self._timeout:g} s, so {tables} cannot be sampled: the server '
             f'stopped or cannot be reached, and Reverb retries without end.')
@@ -145,6 +163,12 @@ class Verdict:
             f'empty for {self._timeout:g} s while batches need its rows, and '
             f'Reverb waits for an item without end: insert items before '
             f'sampling it, or give it no rows.')
+
+  def lost_message(self, address: str) -> str:
+    return (f'The Reverb server at {address} did not answer for '
+            f'{self._timeout:g} s: the mixture goes on without it, and gives '
+            f'{self.tables_on(address)} no rows from now on (a server that '
+            f'comes back is not sampled again).')
 
 
 def table_sizes(client: reverb.Client) -> Optional[TableSizes]:
@@ -158,58 +182,52 @@ def table_sizes(client: reverb.Client) -> Optional[TableSizes]:
 
 class Watchdog:
   """The thread that judges the servers, and the queue it tells the dataset
-  through. Starts at once; a daemon, idle while its verdict is unread."""
+  through. Starts at once; a daemon, idle while its verdict is unread.
+
+  With `lost` (`on_server_loss='drop'`: `dropping.Lost`), a server silent
+  for `timeout` seconds is handed to `lost.drop` and not asked again, unless
+  it is the last one: then the dataset fails, as without `lost`."""
 
   def __init__(self, places: Sequence[Place], timeout: float,
-               demand: Demand):
+               demand: Demand, lost=None):
     self._places = list(places)
     self._timeout = timeout
     self._demand = demand
+    self._lost = lost
     self.queue = tf.queue.FIFOQueue(1, tf.string, shapes=[[]])
     at_exit.register(self.queue)
-    # One count per end of the batches (`end`), read by `segments`.
-    self.ends = tf.queue.FIFOQueue(2**31 - 1, tf.int32, shapes=[[]])
     threading.Thread(target=self._run, daemon=True,
                      name='rlds_reverb mixture watchdog').start()
 
   def _run(self) -> None:
     clients = {place.address: reverb.Client(place.address)
                for place in self._places}
-    verdict = Verdict(self._places, self._timeout)
+    verdict = Verdict(self._places, self._timeout,
+                      drop=self._lost is not None)
     message, checked_at = '', -math.inf
     while True:
       now = time.monotonic()
       # A failure stands: every reader gets it.
       if not message and now - checked_at >= CHECK_EVERY_S:
         answers = {address: table_sizes(client)
-                   for address, client in clients.items()}
+                   for address, client in clients.items()
+                   if address not in verdict.lost}
         checked_at = time.monotonic()
+        told = len(verdict.lost)
         message = verdict(checked_at, answers, self._demand.due)
+        for address in verdict.lost[told:]:
+          self._lost.drop(address, verdict.lost_message(address))
       try:
         self.queue.enqueue(message)  # Waits while the last is unread.
       except tf.errors.CancelledError:  # Closed: the interpreter exits.
         return
       time.sleep(TELL_EVERY_S)
 
-  def segments(self, spec) -> tf.data.Dataset:
-    """Datasets of `spec`, one per verdict, until the batches end."""
-    def while_not_ended(start: tf.Tensor) -> tf.data.Dataset:
-      return tf.data.Dataset.from_tensors(0).repeat().take_while(
-          lambda _: tf.equal(self.ends.size(), start)).map(
-              lambda _: self.segment(spec))
-
-    return tf.data.Dataset.from_tensors(0).map(
-        lambda _: self.ends.size()).flat_map(while_not_ended)
-
   def segment(self, spec) -> tf.data.Dataset:
     """Reads one verdict, fails with it unless it is '', yields nothing."""
     return tf.data.Dataset.from_tensors(0).map(
         lambda _: checked(self.queue.dequeue())).filter(_never).map(
             lambda _: zeros(spec))
-
-  def end(self) -> tf.Operation:
-    """Ends `segments`: made inside the dataset, run once the batches end."""
-    return self.ends.enqueue(1)
 
 
 def checked(message: tf.Tensor) -> tf.Tensor:
@@ -224,13 +242,50 @@ def guarded(dataset: tf.data.Dataset,
   """`dataset`'s elements, in order; fails with `watchdog`'s first failure
   even while `dataset` blocks; ends when `dataset` ends."""
   spec = dataset.element_spec
-  inputs = tf.data.Dataset.from_tensors(
-      dataset.concatenate(nothing_after(watchdog.end, spec))
-  ).concatenate(watchdog.segments(spec))
+  return beside(dataset, lambda: watchdog.segment(spec))
+
+
+def beside(dataset: tf.data.Dataset,
+           make_segment: Callable[[], tf.data.Dataset]) -> tf.data.Dataset:
+  """`dataset`'s elements in order, and those of `make_segment()`'s datasets
+  (one after another, each on the thread beside `dataset`'s) until `dataset`
+  ends. Each segment must end after a wait that ends (one verdict): an
+  input that waited without end could not be stopped."""
+  ends = Ends()
+  inputs = tf.data.Dataset.from_tensors(ends.after(dataset)).concatenate(
+      ends.segments(make_segment))
   # Not deterministic: a deterministic interleave would wait for the blocked
-  # batches' turn. The op's argument overrides the user's tf.data options.
+  # dataset's turn. The op's argument overrides the user's tf.data options.
   return inputs.interleave(_itself, cycle_length=2, num_parallel_calls=2,
                            deterministic=False)
+
+
+class Ends:
+  """A count of a dataset's ends (`after`), so that the segments beside it
+  end with it (`segments`)."""
+
+  def __init__(self):
+    self.queue = tf.queue.FIFOQueue(2**31 - 1, tf.int32, shapes=[[]])
+    # Kept for good, as the watchdog is (its thread never ends): a queue is
+    # deleted with its Python object, and a dataset's functions hold only
+    # its handle.
+    _KEPT.append(self)
+
+  def after(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
+    """`dataset`, then one count."""
+    return dataset.concatenate(nothing_after(
+        lambda: self.queue.enqueue(1), dataset.element_spec))
+
+  def segments(self, make_segment: Callable[[], tf.data.Dataset]
+               ) -> tf.data.Dataset:
+    """`make_segment()`'s datasets, one after another, until a count."""
+    def while_not_ended(start: tf.Tensor) -> tf.data.Dataset:
+      return tf.data.Dataset.from_tensors(0).repeat().take_while(
+          lambda _: tf.equal(self.queue.size(), start)).map(
+              lambda _: make_segment())
+
+    return tf.data.Dataset.from_tensors(0).map(
+        lambda _: self.queue.size()).flat_map(while_not_ended)
 
 
 def _itself(dataset: tf.data.Dataset) -> tf.data.Dataset:

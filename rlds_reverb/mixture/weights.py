@@ -22,7 +22,7 @@ whether it is gone is the watchdog's to say (`watchdog`).
 import math
 import numbers
 import time
-from typing import Callable, Dict, List, Sequence, Tuple
+from typing import Callable, Collection, Dict, List, Sequence, Tuple
 
 import numpy as np
 
@@ -35,6 +35,7 @@ DEFAULT_REFRESH_EVERY = 100  # Batches between two readings of the sizes.
 _EMPTY_POLL_S = 0.1  # Between readings while every table is empty.
 
 Weights = Callable[[int], List[float]]  # Batch index -> weight per source.
+Lost = Callable[[], Collection[str]]  # Addresses of servers dropped so far.
 
 
 def is_size(weights) -> bool:
@@ -114,10 +115,13 @@ class TableSizes:
   batches (batch 0 first), one `server_info` per server."""
 
   def __init__(self, tables: Sequence[Tuple[str, str]], refresh_every: int,
-               timeout: float):
+               timeout: float, lost: Lost = frozenset):
+    """`lost()`: addresses of servers dropped from the mixture, not read
+    again (their tables count 0)."""
     self._tables = list(tables)
     self._refresh_every = refresh_every
     self._timeout = timeout
+    self._lost = lost
     self._sizes: List[int] = []
     self._known: Dict[Tuple[str, str], int] = {}  # The last size read.
 
@@ -134,9 +138,11 @@ class TableSizes:
     Raises:
       As `server_lib.table_infos`, for a server never read before.
     """
+    lost = self._lost()
     by_address = {}
     for address, table in self._tables:
-      by_address.setdefault(address, []).append(table)
+      if address not in lost:
+        by_address.setdefault(address, []).append(table)
     for address, tables in by_address.items():
       client, _ = server_lib.connect(address)
       try:
@@ -147,7 +153,8 @@ class TableSizes:
         raise
       for table, info in infos.items():
         self._known[address, table] = info.current_size
-    return [self._known[source] for source in self._tables]
+    return [0 if source[0] in lost else self._known[source]
+            for source in self._tables]
 
   def read_until_some(self) -> List[int]:
     deadline = time.monotonic() + self._timeout
@@ -163,6 +170,31 @@ class TableSizes:
             f'{self._timeout:g} s ({describe(self._tables)}); a mixture needs '
             f'items to sample.')
       time.sleep(_EMPTY_POLL_S)
+
+
+class WithoutLost:
+  """`per_batch`'s weights, 0 for the sources on servers dropped from the
+  mixture (`on_server_loss='drop'`)."""
+
+  def __init__(self, per_batch: Weights, addresses: Sequence[str],
+               lost: Lost):
+    self._per_batch = per_batch
+    self._addresses = list(addresses)
+    self._lost = lost
+
+  def __call__(self, batch: int) -> List[float]:
+    weights = self._per_batch(batch)
+    lost = self._lost()
+    if not lost:
+      return weights
+    kept = [0.0 if address in lost else weight
+            for address, weight in zip(self._addresses, weights)]
+    if not sum(kept) > 0:
+      raise MixedReplayError(
+          f'weights of the sources still in the mixture sum to 0 ({kept}) '
+          f'since the servers at {", ".join(sorted(lost))} were dropped: '
+          f'nothing is left to sample.')
+    return kept
 
 
 def describe(tables: Sequence[Tuple[str, str]]) -> str:
