@@ -29,6 +29,7 @@ from tf_agents.trajectories import trajectory
 import rlds_reverb
 from rlds_reverb import tables
 from rlds_reverb.mixture import choices
+from rlds_reverb.mixture import dropping
 from rlds_reverb.mixture import rounding
 from rlds_reverb.mixture import sources as sources_lib
 from rlds_reverb.mixture import watchdog
@@ -1001,6 +1002,28 @@ def test_weights_without_a_loss_are_as_given():
   weights = weights_lib.WithoutLost(weights_lib.Scheduled([1, 3], 0),
                                     [A, B], frozenset)
   assert weights(0) == [1.0, 3.0]
+
+
+def test_a_server_lost_warning_made_an_error_fails_with_its_text(
+    servers, refused_address):
+  """A watchdog of a live server and a refused one, dropping: under an
+  'error' filter the warning's text becomes the verdict the dataset fails
+  with (the thread goes on telling it)."""
+  places = [watchdog.Place('source 0', servers.addresses[0], 'data', False),
+            watchdog.Place('source 1', refused_address, 'data', False)]
+  with warnings.catch_warnings():
+    warnings.simplefilter('error', rlds_reverb.ServerLostWarning)
+    guard = watchdog.Watchdog(places, 1, watchdog.Demand(2),
+                              dropping.Lost(places))
+    deadline = time.monotonic() + mixture_faults.HANG_GUARD_S
+    verdicts = ['']
+    while verdicts[-1] == '' and time.monotonic() < deadline:
+      verdicts.append(guard.queue.dequeue().numpy().decode())
+  assert verdicts[-1] == (
+      f'The Reverb server at {refused_address} did not answer for 1 s: the '
+      f'mixture goes on without it, and gives the source 1 table data no '
+      f'rows from now on (a server that comes back is not sampled again).')
+  assert guard.queue.dequeue().numpy().decode() == verdicts[-1]  # It stands.
 
 
 @pytest.mark.parametrize('value', ['ignore', None, 1])

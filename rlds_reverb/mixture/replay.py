@@ -17,7 +17,9 @@ average, with fixed weights. Here:
                           |
                           v  choose_from_datasets(streams, choices).batch(B)
                           |  watchdog.guarded: a server silent, or a table
-                          v  due rows empty, for `timeout` s fails it
+                          v  due rows empty, for `timeout` s fails it (with
+                             on_server_loss='drop' a silent server is left
+                             out, until the last: dropping.py)
     (Trajectory [B, num_steps, ...], SampleInfo [B, num_steps]): rows
     0..n_0-1 from source 0, the next n_1 from source 1, ..., in every batch
 
@@ -109,10 +111,25 @@ def replay_mixture(sources: Union[Sequence[ReplayLike], ServersFileLike],
       seconds, or a table of weight above 0 empty for `timeout` seconds, its
       server answering, fails the next `next()` with
       `tf.errors.InvalidArgumentError`, naming the server, the table and the
-      source; a server back sooner is waited for. With `'size'`, also how
+      source (a server: unless `on_server_loss='drop'`); a server back
+      sooner is waited for. With `'size'`, also how
       long every table may stay empty at a reading. A table given as
       `(address, table)` that removes sampled items is waited for as long
       for an item (`reading.ReplayBuffer`), and not checked for emptiness.
+    on_server_loss: what a server that has not answered for `timeout`
+      seconds while sampling does: 'raise' (the default) fails the next
+      `next()`, as `timeout` says; 'drop' leaves it out: its sources get
+      weight 0 from then on (numbers, schedules and `'size'` alike), the
+      batches go on with the other sources' shares and B rows each (the
+      few being built, which wait for its rows, are dropped: a schedule's
+      steps then run that many batches ahead), and one `ServerLostWarning`
+      names it and its tables (raised on the watchdog's thread; Python's
+      warning filters apply: one that makes it an error fails the dataset
+      with its text). A server that comes back is not sampled again. The
+      last server lost fails the dataset as with 'raise'; other sources
+      whose weights sum to 0 fail it naming the servers dropped. Cost: none
+      measured (`mixture.dropping`: 'drop' sampled 1.25-1.43x the items/s
+      of 'raise', two servers, B = 64).
 
   Raises:
     MixedReplayError: no sources; `allow_removal` not source indices;
@@ -122,7 +139,8 @@ def replay_mixture(sources: Union[Sequence[ReplayLike], ServersFileLike],
       carrying the same text); a batch size or `refresh_sizes_every` below
       1; a source that is neither a buffer nor `(address, table)`; an
       unsigned table; data specs that differ (naming the field and the
-      source); a table that removes sampled items, not in `allow_removal`.
+      source); a table that removes sampled items, not in `allow_removal`;
+      an `on_server_loss` other than 'raise' or 'drop'.
     AddressError, ServerUnavailableError, TableNotFoundError: a server that
       does not answer or lacks the table, naming it.
     ServersFileError: a servers file missing or unreadable, listing several

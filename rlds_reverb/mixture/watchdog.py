@@ -64,6 +64,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 import reverb
 import tensorflow as tf
 
+from rlds_reverb.errors import ServerLostWarning
 from rlds_reverb.mixture import at_exit
 
 CHECK_EVERY_S = 0.5  # One server_info per server at most this often.
@@ -216,12 +217,22 @@ class Watchdog:
         told = len(verdict.lost)
         message = verdict(checked_at, answers, self._demand.due)
         for address in verdict.lost[told:]:
-          self._lost.drop(address, verdict.lost_message(address))
+          message = message or self._dropped(address, verdict)
       try:
         self.queue.enqueue(message)  # Waits while the last is unread.
       except tf.errors.CancelledError:  # Closed: the interpreter exits.
         return
       time.sleep(TELL_EVERY_S)
+
+  def _dropped(self, address: str, verdict: Verdict) -> str:
+    """Drops `address` from the mixture: ''; or, if the warning filters
+    make its warning an error, the warning's text to fail with (an
+    exception here would end the thread, and with it the verdicts)."""
+    try:
+      self._lost.drop(address, verdict.lost_message(address))
+    except ServerLostWarning as e:
+      return str(e)
+    return ''
 
   def segment(self, spec) -> tf.data.Dataset:
     """Reads one verdict, fails with it unless it is '', yields nothing."""
