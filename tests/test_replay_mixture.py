@@ -1026,6 +1026,20 @@ def test_a_server_lost_warning_made_an_error_fails_with_its_text(
   assert guard.queue.dequeue().numpy().decode() == verdicts[-1]  # It stands.
 
 
+def test_drop_needs_every_fields_shape_known():
+  """Filler rows are zeros of the rows' shapes (an as_dataset's spec here:
+  (trajectory, info), B = 4 first)."""
+  sampled = tf.data.Dataset.from_generator(lambda: iter(()), output_signature=(
+      {'observation': tf.TensorSpec([4, 2, None], tf.float32)},
+      tf.TensorSpec([4, 2], tf.int64)))
+  with pytest.raises(rlds_reverb.MixedReplayError) as raised:
+    dropping.answered(sampled, 0, 'source 1', 4, dropping.Lost([]))
+  assert str(raised.value) == (
+      "on_server_loss='drop' needs the shape of every field known, but the "
+      'source 1 field observation is float32[4,2,?] (B first): its filler '
+      "rows could not be batched with its rows; use 'raise'.")
+
+
 @pytest.mark.parametrize('value', ['ignore', None, 1])
 def test_bad_on_server_loss(servers, value):
   with pytest.raises(rlds_reverb.MixedReplayError) as raised:

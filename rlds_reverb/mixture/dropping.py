@@ -51,6 +51,7 @@ import tensorflow as tf
 from rlds_reverb.errors import MixedReplayError
 from rlds_reverb.errors import ServerLostWarning
 from rlds_reverb.mixture import watchdog as watchdog_lib
+from rlds_reverb.specs import paths
 
 
 class OnServerLoss(str, enum.Enum):
@@ -97,21 +98,46 @@ class Lost:
     warnings.warn(message, ServerLostWarning, stacklevel=2)
 
 
-def answered(sampled: tf.data.Dataset, index: int, batch_size: int,
-             lost: Lost) -> tf.data.Dataset:
+def answered(sampled: tf.data.Dataset, index: int, name: str,
+             batch_size: int, lost: Lost) -> tf.data.Dataset:
   """Source `index`'s rows `(row, True)`, and `(zero row, False)` rows
-  once its server is lost, so that no wait for one of its rows is endless."""
+  once its server is lost, so that no wait for one of its rows is endless.
+
+  Raises:
+    MixedReplayError: a field of the source's items whose shape is not
+      known (`name` says which source).
+  """
+  check_known_shapes(sampled.element_spec[0], name)
   tagged = sampled.map(lambda *batch: (batch, tf.ones([batch_size], tf.bool)))
   spec = tagged.element_spec
   return watchdog_lib.beside(
-      tagged, lambda: filler(lost, index, spec)).unbatch()
+      tagged, lambda: filler(lost, index, spec, batch_size)).unbatch()
 
 
-def filler(lost: Lost, index: int, spec) -> tf.data.Dataset:
+def check_known_shapes(trajectory_spec, name: str) -> None:
+  """Filler rows are zeros of the rows' shapes, batched with real rows: the
+  shapes must be known (a batch of B rows, then known dimensions)."""
+  for path, leaf in paths.flatten_with_paths(trajectory_spec):
+    if not leaf.shape[1:].is_fully_defined():
+      raise MixedReplayError(
+          f"on_server_loss='drop' needs the shape of every field known, but "
+          f'the {name} field {path} is {paths.spec_text(leaf)} (B first): '
+          f"its filler rows could not be batched with its rows; use 'raise'.")
+
+
+def filler(lost: Lost, index: int, spec, batch_size: int) -> tf.data.Dataset:
   """A wait of WAIT_S; then nothing, or a batch of zero rows tagged False
   (bool zeros) if source `index`'s server is lost."""
   return waited(tf.data.Dataset.from_tensors(0), WAIT_S).filter(
-      lambda _: lost.flags[index]).map(lambda _: watchdog_lib.zeros(spec))
+      lambda _: lost.flags[index]).map(
+          lambda _: zero_batch(spec, batch_size))
+
+
+def zero_batch(spec, batch_size: int):
+  """`batch_size` zero rows of `spec`'s (known) row shapes."""
+  return tf.nest.map_structure(
+      lambda leaf: tf.zeros([batch_size] + leaf.shape[1:].as_list(),
+                            leaf.dtype), spec)
 
 
 def waited(dataset: tf.data.Dataset, seconds: float) -> tf.data.Dataset:

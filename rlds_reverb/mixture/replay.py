@@ -140,7 +140,8 @@ def replay_mixture(sources: Union[Sequence[ReplayLike], ServersFileLike],
       1; a source that is neither a buffer nor `(address, table)`; an
       unsigned table; data specs that differ (naming the field and the
       source); a table that removes sampled items, not in `allow_removal`;
-      an `on_server_loss` other than 'raise' or 'drop'.
+      an `on_server_loss` other than 'raise' or 'drop'; with 'drop', a
+      field whose shape is not known (filler rows need it).
     AddressError, ServerUnavailableError, TableNotFoundError: a server that
       does not answer or lacks the table, naming it.
     ServersFileError: a servers file missing or unreadable, listing several
@@ -201,8 +202,9 @@ def mixture_dataset(sources: Sequence[sources_lib.Source],
   if lost is None:
     items = [rows.unbatch() for rows in sampled]
   else:
-    items = [dropping.answered(rows, index, sample_batch_size, lost)
-             for index, rows in enumerate(sampled)]
+    items = [dropping.answered(rows, index, source.name, sample_batch_size,
+                               lost)
+             for index, (rows, source) in enumerate(zip(sampled, sources))]
   batches = tf.data.Dataset.choose_from_datasets(
       items, choices.choices(counts, demand, len(sources))).batch(
           sample_batch_size, drop_remainder=True)
