@@ -94,9 +94,9 @@ def datasets(whole, parts, spec, num_parallel_calls):
   }
 
 
-def sample_rate(dataset, batches: int) -> dict:
-  """Items/s and items per learner CPU-second over `batches` batches, after
-  5 to warm up (tracing, connections)."""
+def sample_rate(dataset, batches: int, batch_size: int = BATCH_SIZE) -> dict:
+  """Items/s and items per learner CPU-second over `batches` batches of
+  `batch_size`, after 5 to warm up (tracing, connections)."""
   iterator = iter(dataset)
   for _ in range(5):
     next(iterator)
@@ -107,7 +107,7 @@ def sample_rate(dataset, batches: int) -> dict:
   wall = time.perf_counter() - start
   cpu = common.cpu_seconds() - cpu
   del iterator  # Stops its prefetching threads.
-  items = batches * BATCH_SIZE
+  items = batches * batch_size
   return {'rate': items / wall, 'per_cpu': items / cpu}
 
 

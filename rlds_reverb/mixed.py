@@ -6,7 +6,7 @@ data and half from the online data; TorchRL's `OfflineToOnlineReplayBuffer`
 anneals the offline share toward 0. TF-Agents samples one table at a time.
 
     offline table (RLDS data, nothing evicts it)     online table (FIFO)
-            | as_dataset(B).unbatch()                     | as_dataset(B).unbatch()
+            | as_dataset(B), one ahead, unbatched          | the same
             v                                             v
         items ------------+                  +---------- items
                           v                  v
