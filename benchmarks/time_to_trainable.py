@@ -22,9 +22,14 @@ every command a fresh process:
 Readiness is the serve's own line: printed after its server (each of its
 servers) answered a `server_info`, so no client polls a port that is not
 open yet (a polling gRPC client backs off for seconds). Each table is
-checked to hold every item. Printed: medians of each stage and of the
-whole, and each build's speed-up over serve + push (issue 43's goal: >= 4x
-with 2 servers on 2 cores).
+checked to hold every item. Then, once ready, this process (TensorFlow
+warm) draws the first batch of 256 2-step items through
+`rlds_reverb.ShardedReplayBuffer` over the servers (the sharded buffer's
+checks, tracing and first samples: `first batch`), and the serve's
+processes' resident memory is summed (`memory`: the serve and, for many
+servers, each server process). Printed: medians of each stage and of the
+whole (the first batch not counted in it), and each build's speed-up over
+serve + push (issue 43's goal: >= 4x with 2 servers on 2 cores).
 """
 
 import argparse
@@ -66,6 +71,22 @@ class Served:
     self.addresses = [word for word in line.split()
                       if word.startswith('localhost:')]
 
+  def first_batch_seconds(self, batch_size: int = 256) -> float:
+    """A batch of `batch_size` through a sharded buffer over the servers,
+    from making the buffer to the batch in hand."""
+    import rlds_reverb  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+    start = time.perf_counter()
+    buffer = rlds_reverb.ShardedReplayBuffer(self.addresses, TABLE)
+    iterator = iter(buffer.as_dataset(sample_batch_size=batch_size,
+                                      num_steps=2))
+    next(iterator)
+    return time.perf_counter() - start
+
+  def memory_bytes(self) -> int:
+    """Resident memory of the serve and its children (the servers)."""
+    pids = [self.process.pid] + children_of(self.process.pid)
+    return sum(common.proc_status_bytes('VmRSS', pid) for pid in pids)
+
   def items(self) -> int:
     import reverb  # pylint: disable=g-import-not-at-top,import-outside-toplevel
     return sum(reverb.Client(address).server_info(timeout=30)[
@@ -74,6 +95,21 @@ class Served:
   def stop(self) -> None:
     self.process.terminate()
     self.process.communicate(timeout=300)
+
+
+def children_of(pid: int) -> list:
+  """The pids whose parent is `pid`."""
+  found = []
+  for entry in os.listdir('/proc'):
+    if entry.isdigit():
+      try:
+        with open(f'/proc/{entry}/stat') as stat:
+          parent = int(stat.read().rsplit(')', 1)[1].split()[1])
+      except (OSError, ValueError, IndexError):
+        continue
+      if parent == pid:
+        found.append(int(entry))
+  return found
 
 
 def run(*words) -> float:
@@ -92,10 +128,12 @@ def push_round(dataset: str, items: int) -> dict:
     pushed = run('push', '--dataset', dataset, '--server',
                  served.addresses[0], '--table', TABLE)
     _check(served, items)
+    first, memory = served.first_batch_seconds(), served.memory_bytes()
   finally:
     served.stop()
   return {'serve': served.seconds, 'push': pushed,
-          'total': served.seconds + pushed}
+          'total': served.seconds + pushed, 'first batch': first,
+          'memory': memory}
 
 
 def build_round(dataset: str, root: str, servers: int, items: int) -> dict:
@@ -107,10 +145,12 @@ def build_round(dataset: str, root: str, servers: int, items: int) -> dict:
                   TABLE)
   try:
     _check(served, items)
+    first, memory = served.first_batch_seconds(), served.memory_bytes()
   finally:
     served.stop()
   return {'build': built, 'serve': served.seconds,
-          'total': built + served.seconds}
+          'total': built + served.seconds, 'first batch': first,
+          'memory': memory}
 
 
 def _check(served: Served, items: int) -> None:
@@ -127,7 +167,9 @@ def medians(rounds) -> dict:
 def line(name: str, rounds) -> str:
   middle = medians(rounds)
   stages = ', '.join(f'{stage} {seconds:.1f} s'
-                     for stage, seconds in middle.items() if stage != 'total')
+                     for stage, seconds in middle.items()
+                     if stage not in ('total', 'memory'))
+  stages += f', memory {middle["memory"] / 2**20:,.0f} MiB'
   walls = ', '.join(f'{r["total"]:.1f}' for r in rounds)
   return f'  {name:36s} {middle["total"]:6.1f} s ({stages}) [rounds {walls}]'
 
