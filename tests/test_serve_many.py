@@ -214,3 +214,30 @@ def test_a_server_killed_is_named_at_once(dataset, built, built_items,
     assert 'killed by SIGKILL; stopping the others' in stderr
   assert (f'rlds-reverb: server 1 of 2: checkpoint written to '
           f'{own}/{_root(1)}/') in stderr
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_the_servers_start_stops_them_all(dataset, built,
+                                                        tmp_path):  # pylint: disable=redefined-outer-name
+  """SIGINT as soon as the command has started its servers, before any is
+  ready: each is stopped (one still importing ends by the SIGTERM itself),
+  exit 0, the last line names those not ready, and nothing is left."""
+  before = tree(built)
+  own = tmp_path / 'own'
+  serve = ServeMany(dataset, tmp_path / 'stderr', '--from-checkpoint', built,
+                    '--checkpoint-dir', own)
+  try:
+    serve.wait_for('rlds-reverb: starting 2 servers from ')
+    os.kill(serve.process.pid, signal.SIGINT)
+    assert serve.finish() == 0, serve.stderr()
+  finally:
+    serve.kill()
+  last = serve.stderr().splitlines()[-1]
+  assert last in ('rlds-reverb: all 2 servers stopped (server 0 of 2, '
+                  'server 1 of 2 before they were ready)',
+                  'rlds-reverb: all 2 servers stopped (server 0 of 2 before '
+                  'it was ready)',
+                  'rlds-reverb: all 2 servers stopped (server 1 of 2 before '
+                  'it was ready)'), serve.stderr()
+  assert not (own / 'servers.json').exists()
+  assert tree(built) == before

@@ -252,8 +252,18 @@ def run(args, layout: Layout, requests) -> int:
     _remove(watch.servers_file)
   code = watch.exit_code(codes)
   if code == output.EXIT_OK:
-    output.note(f'all {layout.servers} servers stopped')
+    output.note(f'all {layout.servers} servers stopped'
+                f'{_not_ready_text(children)}')
   return code
+
+
+def _not_ready_text(children: List['_Child']) -> str:
+  """' (server 1 of 2 before it was ready)' for a stop during the start."""
+  waiting = [child.name for child in children if not child.ready]
+  if not waiting:
+    return ''
+  return (f' ({wording.listed(waiting)} before '
+          f'{"it was" if len(waiting) == 1 else "they were"} ready)')
 
 
 def _starting_text(layout: Layout) -> str:
@@ -350,9 +360,12 @@ class _Watch:
       self.stop()
 
   def exit_code(self, codes: List[int]) -> int:
+    """0 for servers that stopped when told to: a server told to stop
+    while it starts, before its own handlers, ends by the SIGTERM itself."""
     if output.EXIT_USAGE in self.lost:
       return output.EXIT_USAGE
-    if self.lost or any(codes):
+    stopped = (0, -signal.SIGTERM) if self.stopping else (0,)
+    if self.lost or any(code not in stopped for code in codes):
       return output.EXIT_FAILURE
     return output.EXIT_OK
 
