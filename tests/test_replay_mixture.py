@@ -935,6 +935,7 @@ def dropped_runs(request):
     return doomed.address, drawn, texts, before
 
 
+@pytest.mark.slow  # A server process killed under 5 mixtures: ~25 s.
 @pytest.mark.parametrize('drop_case', DROPPED)
 def test_a_dropped_server_leaves_full_batches_of_the_others(dropped_runs,
                                                            drop_case):
@@ -952,6 +953,7 @@ def test_a_dropped_server_leaves_full_batches_of_the_others(dropped_runs,
       runs.origins)
 
 
+@pytest.mark.slow  # A server process killed under 5 mixtures: ~25 s.
 @pytest.mark.parametrize('drop_case', DROPPED)
 def test_each_drop_mixture_warns_once_naming_the_server(dropped_runs,
                                                         drop_case):
@@ -966,6 +968,7 @@ def test_each_drop_mixture_warns_once_naming_the_server(dropped_runs,
       f'now on (a server that comes back is not sampled again).'] * len(live)
 
 
+@pytest.mark.slow  # A server process killed under 5 mixtures: ~25 s.
 @pytest.mark.parametrize('drop_case', [EVERY_SERVER_LOST])
 def test_a_drop_mixture_that_loses_every_server_fails_naming_it(
     dropped_runs, drop_case):
