@@ -26,17 +26,14 @@ from rlds_reverb._util import quiet
 quiet.silence()  # Before TensorFlow and gym load.
 
 import reverb  # pylint: disable=g-import-not-at-top
-import tensorflow as tf  # pylint: disable=g-import-not-at-top
-from tf_agents.agents.dqn import dqn_agent  # pylint: disable=g-import-not-at-top
 from tf_agents.drivers import py_driver  # pylint: disable=g-import-not-at-top
 from tf_agents.environments import suite_gym  # pylint: disable=g-import-not-at-top
-from tf_agents.environments import tf_py_environment  # pylint: disable=g-import-not-at-top
-from tf_agents.networks import q_network  # pylint: disable=g-import-not-at-top
 from tf_agents.policies import random_py_policy  # pylint: disable=g-import-not-at-top
 from tf_agents.specs import tensor_spec  # pylint: disable=g-import-not-at-top
 
 import rlds_reverb  # pylint: disable=g-import-not-at-top
 from rlds_reverb import tables  # pylint: disable=g-import-not-at-top
+import train_from_servers  # pylint: disable=g-import-not-at-top
 
 SEQUENCE_LENGTH = 2  # One transition per item: what DqnAgent trains on.
 RANDOM_STEPS = 2_000  # Steps of the random policy recorded as dataset B.
@@ -76,19 +73,6 @@ def record_random_policy(directory: str) -> str:
   return directory
 
 
-def new_agent() -> dqn_agent.DdqnAgent:
-  env = tf_py_environment.TFPyEnvironment(suite_gym.load('CartPole-v1'))
-  agent = dqn_agent.DdqnAgent(
-      env.time_step_spec(), env.action_spec(),
-      q_network=q_network.QNetwork(env.observation_spec(), env.action_spec(),
-                                   fc_layer_params=(100, 50)),
-      optimizer=tf.keras.optimizers.Adam(2.5e-4),
-      td_errors_loss_fn=tf.keras.losses.Huber(reduction='none'),
-      target_update_period=100)
-  agent.initialize()
-  return agent
-
-
 def train(datasets, args: argparse.Namespace) -> None:
   episodes = [rlds_reverb.load(source) for source in datasets]
   spec = rlds_reverb.create_trajectory_data_spec(episodes[0])
@@ -109,22 +93,11 @@ def train(datasets, args: argparse.Namespace) -> None:
     print(f'rows per batch of {args.batch_size}: '
           f'{args.weights[0] / total * args.batch_size:.1f} of '
           f"'a', then {args.weights[1] / total * args.batch_size:.1f} of 'b'")
-    train_on(dataset, new_agent(), args.train_steps)
+    # DDQN for CartPole-v1; the iterator lives only inside train_on.
+    train_from_servers.train_on(dataset, train_from_servers.new_agent(),
+                                args.train_steps)
   finally:
-    server.stop()  # After the iterator is gone: see train_on.
-
-
-def train_on(dataset: tf.data.Dataset, agent, steps: int) -> None:
-  """`steps` train steps on batches of `dataset`. The iterator lives only
-  here: one still sampling from a server stopped under it can crash the
-  interpreter's exit ('terminate called without an active exception')."""
-  train_step = tf.function(agent.train)
-  experience = iter(dataset)
-  for step in range(1, steps + 1):
-    trajectories, _ = next(experience)
-    loss = train_step(trajectories).loss
-    if step % 100 == 0 or step == steps:
-      print(f'train step {step}: loss {float(loss):.4f}')
+    server.stop()
 
 
 if __name__ == '__main__':
