@@ -72,6 +72,17 @@ def timed(fn, repeats: int):
   return statistics.median(seconds), result
 
 
+def median_of(runs, key) -> float:
+  """The median of `key` over rounds (dicts of figures)."""
+  return statistics.median(run[key] for run in runs)
+
+
+def median_ratio(a, b, key) -> float:
+  """The median over rounds of `a`'s `key` over `b`'s, round by round:
+  configurations measured in turns share each round's noise."""
+  return statistics.median(x[key] / y[key] for x, y in zip(a, b))
+
+
 def proc_status_bytes(key: str, pid='self') -> int:
   """A memory figure of /proc/PID/status ('VmRSS', 'VmHWM'), in bytes."""
   with open(f'/proc/{pid}/status', encoding='ascii') as f:

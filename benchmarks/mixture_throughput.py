@@ -25,7 +25,6 @@ over rounds; then the ratios to `single`, per round, their median.
 """
 
 import argparse
-import statistics
 import time
 
 import common  # pylint: disable=g-bad-import-order
@@ -126,31 +125,29 @@ def measure(num_episodes, num_steps, repeats, batches):
   return sizes, results
 
 
-def _median(runs, key) -> float:
-  return statistics.median(run[key] for run in runs)
-
-
-def _median_ratio(a, b, key) -> float:
-  return statistics.median(x[key] / y[key] for x, y in zip(a, b))
-
-
 def report(sizes, results, repeats, batches) -> None:
   print(f'{sum(sizes):,} 2-step items: one server, and three holding '
         f'{", ".join(f"{s:,}" for s in sizes)}; batches of {BATCH_SIZE}; '
         f'{batches} batches per measurement, median of {repeats} '
         f'interleaved rounds')
+  print_rates(results, ('mixture', 'sample_from'))
+
+
+def print_rates(results, compared) -> None:
+  """Medians of items/s and items/CPU-s of each (way, num_parallel_calls
+  label), then each way of `compared` against 'single', per label."""
   print(f'{"way":12s} {"num_parallel_calls":18s} {"items/s":>9s} '
         f'{"items/CPU-s":>11s}')
   for (way, label), runs in results.items():
-    print(f'{way:12s} {label:18s} {_median(runs, "rate"):9,.0f} '
-          f'{_median(runs, "per_cpu"):11,.0f}')
-  for label in PARALLEL:
+    print(f'{way:12s} {label:18s} {common.median_of(runs, "rate"):9,.0f} '
+          f'{common.median_of(runs, "per_cpu"):11,.0f}')
+  for label in dict.fromkeys(label for _, label in results):
     single = results['single', label]
-    for way in ('mixture', 'sample_from'):
+    for way in compared:
       runs = results[way, label]
       print(f'{way} / single, {label}: per learner core '
-            f'{_median_ratio(runs, single, "per_cpu"):.2f}x, items/s '
-            f'{_median_ratio(runs, single, "rate"):.2f}x')
+            f'{common.median_ratio(runs, single, "per_cpu"):.2f}x, items/s '
+            f'{common.median_ratio(runs, single, "rate"):.2f}x')
 
 
 def main():
@@ -165,7 +162,7 @@ def main():
                       help='tiny sizes, to check that it runs')
   args = parser.parse_args()
   if args.quick:
-    args.episodes, args.steps, args.repeats, args.batches = 6, 20, 1, 3
+    args.episodes, args.steps, args.repeats, args.batches = 6, 20, 1, 30
   print(f'machine: {common.machine()}')
   sizes, results = measure(args.episodes, args.steps, args.repeats,
                            args.batches)

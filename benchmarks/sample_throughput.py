@@ -29,7 +29,6 @@ The Atari sets need `pip install ".[bench]"` (ale-py).
 """
 
 import argparse
-import statistics
 import tempfile
 import time
 
@@ -153,14 +152,6 @@ def measure_shape(name: str, num_steps: int, repeats: int, batches: int,
         f'{1e6 / (2 * decode_us):,.0f} 2-step items per CPU-second')
 
 
-def _median(runs, key) -> float:
-  return statistics.median(run[key] for run in runs)
-
-
-def _median_ratio(a, b, key) -> float:
-  return statistics.median(x[key] / y[key] for x, y in zip(a, b))
-
-
 def _server_us(runs) -> float:
   """Server CPU per item over all rounds (/proc counts in 10 ms ticks)."""
   return 1e6 * sum(r['server_cpu'] for r in runs) / sum(r['items']
@@ -180,18 +171,18 @@ def print_shape(name, spec, lengths, results, repeats) -> None:
   print(f'{"table":8s} {"num_parallel_calls":18s} {"items/s":>9s} '
         f'{"items/CPU-s":>11s} {"server us/item":>14s}')
   for (table, label), runs in results.items():
-    print(f'{table:8s} {label:18s} {_median(runs, "rate"):9,.0f} '
-          f'{_median(runs, "per_cpu"):11,.0f} '
+    print(f'{table:8s} {label:18s} {common.median_of(runs, "rate"):9,.0f} '
+          f'{common.median_of(runs, "per_cpu"):11,.0f} '
           f'{_server_us(runs):14,.1f}')
   for label in PARALLEL:
     raw, encoded = results['raw', label], results['encoded', label]
     print(f'encoded / raw, {label}: items/s '
-          f'{_median_ratio(encoded, raw, "rate"):.2f}x, per learner core '
-          f'{_median_ratio(encoded, raw, "per_cpu"):.2f}x, server CPU per '
-          f'item {_server_ratio(encoded, raw)}')
-  raw_rate = _median(results['raw', 'default'], 'rate')
-  raw_cores = raw_rate / _median(results['raw', 'default'], 'per_cpu')
-  encoded_per_cpu = max(_median(results['encoded', label], 'per_cpu')
+          f'{common.median_ratio(encoded, raw, "rate"):.2f}x, per learner '
+          f'core {common.median_ratio(encoded, raw, "per_cpu"):.2f}x, server '
+          f'CPU per item {_server_ratio(encoded, raw)}')
+  raw_rate = common.median_of(results['raw', 'default'], 'rate')
+  raw_cores = raw_rate / common.median_of(results['raw', 'default'], 'per_cpu')
+  encoded_per_cpu = max(common.median_of(results['encoded', label], 'per_cpu')
                         for label in PARALLEL)
   print(f'to sample at the raw table\'s rate ({raw_rate:,.0f} items/s, '
         f'{raw_cores:.2f} learner cores busy): {raw_rate / encoded_per_cpu:.2f}'

@@ -95,25 +95,12 @@ def measure(args):
 
 
 def report(items, results, args) -> None:
-  median = mixture_throughput._median  # pylint: disable=protected-access
-  ratio = mixture_throughput._median_ratio  # pylint: disable=protected-access
   print(f'{items:,} 2-step items: on one server, and spread over '
         f'{" and over ".join(str(count) for count in SHARDS)} (episode I on '
         f'server I % S); batches of {args.batch_size}; {args.batches} '
         f'batches per measurement, median of {args.repeats} interleaved '
         f'rounds')
-  print(f'{"way":12s} {"num_parallel_calls":18s} {"items/s":>9s} '
-        f'{"items/CPU-s":>11s}')
-  for (way, label), runs in results.items():
-    print(f'{way:12s} {label:18s} {median(runs, "rate"):9,.0f} '
-          f'{median(runs, "per_cpu"):11,.0f}')
-  for label in PARALLEL:
-    single = results['single', label]
-    for way in ways()[1:]:
-      runs = results[way, label]
-      print(f'{way} / single, {label}: per learner core '
-            f'{ratio(runs, single, "per_cpu"):.2f}x, items/s '
-            f'{ratio(runs, single, "rate"):.2f}x')
+  mixture_throughput.print_rates(results, ways()[1:])
 
 
 def main():
