@@ -4,6 +4,7 @@ import multiprocessing
 import os
 import platform
 import statistics
+import tempfile
 import time
 
 from rlds_reverb._util import quiet
@@ -249,6 +250,16 @@ def reused_tfds_dir(shape: str, num_episodes: int, num_steps: int,
   if os.path.exists(os.path.join(path, 'dataset_info.json')):
     return path
   return tfds_dir(shape, num_episodes, num_steps, data_dir)
+
+
+def vector_steps_dir(steps: int, episode_steps: int, data_dir) -> tuple:
+  """(the path, its 2-step items) of `steps` halfcheetah-shaped steps in
+  episodes of `episode_steps`, in `data_dir` (`reused_tfds_dir`; a new
+  temporary directory if None)."""
+  data_dir = data_dir or tempfile.mkdtemp(prefix='bench_vector_')
+  episodes = steps // episode_steps
+  return (reused_tfds_dir('vector', episodes, episode_steps, data_dir),
+          episodes * (episode_steps - 1))
 
 
 # --- Image datasets in TFDS directories, synthetic and real. -----------------

@@ -173,11 +173,8 @@ def main() -> None:
   parser.add_argument('--no-build', action='store_true')
   args = parser.parse_args()
   print(common.machine())
-  data_dir = args.data_dir or tempfile.mkdtemp(prefix='dask_bench_')
-  episodes = args.steps // EPISODE_STEPS
-  dataset = common.reused_tfds_dir('vector', episodes, EPISODE_STEPS,
-                                   data_dir)
-  items = episodes * (EPISODE_STEPS - 1)
+  dataset, items = common.vector_steps_dir(args.steps, EPISODE_STEPS,
+                                           args.data_dir)
   starts = [cluster_start_seconds() for _ in range(args.repeats)]
   print(f'LocalCluster of 2 quiet workers: ready in '
         f'{statistics.median(starts):.2f} s (median of {len(starts)})')

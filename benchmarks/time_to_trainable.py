@@ -183,11 +183,8 @@ def main() -> None:
   parser.add_argument('--no-push', action='store_true')
   args = parser.parse_args()
   print(common.machine())
-  data_dir = args.data_dir or tempfile.mkdtemp(prefix='trainable_')
-  episodes = args.steps // EPISODE_STEPS
-  dataset = common.reused_tfds_dir('vector', episodes, EPISODE_STEPS,
-                                   data_dir)
-  items = episodes * (EPISODE_STEPS - 1)
+  dataset, items = common.vector_steps_dir(args.steps, EPISODE_STEPS,
+                                           args.data_dir)
   pushes, builds = [], {servers: [] for servers in args.servers}
   with tempfile.TemporaryDirectory() as root:
     for _ in range(args.repeats):
