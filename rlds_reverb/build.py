@@ -41,6 +41,7 @@ from rlds_reverb import push_options
 from rlds_reverb import specs
 from rlds_reverb import tables as tables_lib
 from rlds_reverb import validation
+from rlds_reverb._util import pipelines
 from rlds_reverb._util import wording
 from rlds_reverb.checked_push import CapacityWarning
 from rlds_reverb.checked_push import frames_to_check
@@ -293,7 +294,7 @@ class ItemKind:
     if self.nstep is not None:
       blocks = nstep.nstep_transition_blocks(rlds_data, *self.nstep,
                                              self.options.strict)
-      return _numpy(blocks.map(_flat_transitions))
+      return pipelines.numpy_of(blocks.map(_flat_transitions))
     return episode_rows(rlds_data, self.policy_info_fn, self.options.strict)
 
   def items_of(self, steps: int) -> int:
@@ -490,7 +491,7 @@ def episode_rows(rlds_data: tf.data.Dataset,
   episode, converted as push converts it: what `plan_blocks` takes."""
   from rlds_reverb import convert  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   blocks = convert.trajectory_blocks(rlds_data, policy_info_fn, strict)
-  return _numpy(blocks.map(_flat_trajectory))
+  return pipelines.numpy_of(blocks.map(_flat_trajectory))
 
 
 def _flat_trajectory(block):
@@ -502,13 +503,6 @@ def _flat_trajectory(block):
 
 def _flat_transitions(block):
   return block.episode_index, tuple(tf.nest.flatten(block.transitions))
-
-
-def _numpy(blocks: tf.data.Dataset):
-  """Two blocks prefetched, autotuning off (as push's `fixed_pipeline`)."""
-  options = tf.data.Options()
-  options.autotune.enabled = False
-  return blocks.prefetch(2).with_options(options).as_numpy_iterator()
 
 
 def kept_positions(skipped: Tuple[SkippedEpisode, ...]

@@ -33,6 +33,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from rlds_reverb._util import pipelines
 from rlds_reverb._util import wording
 from rlds_reverb.convert import encoded
 from rlds_reverb.convert import episodes as episodes_lib
@@ -163,7 +164,7 @@ def validate(rlds_data: tf.data.Dataset, strict: bool = False,
   checked = flags.map(_check_episode)
   episodes = steps = 0
   problems, empty, flagged, lengths = [], [], [], []
-  for element in checked.prefetch(2).as_numpy_iterator():
+  for element in pipelines.numpy_of(checked):
     index, length, problem_steps, kinds, is_flagged, values, floats = element
     for path, value in zip(sorted(frames), values):
       encoded.check_frames(path, frames[path], value, f'episode {index}')

@@ -29,6 +29,7 @@ import tensorflow as tf
 from rlds_reverb import push_options
 from rlds_reverb import sources
 from rlds_reverb import specs
+from rlds_reverb._util import pipelines
 from rlds_reverb.convert import encoded
 from rlds_reverb.convert import episodes as episodes_lib
 from rlds_reverb.push_options import ImageStorage
@@ -111,14 +112,14 @@ def numpy_episodes(rlds_data: tf.data.Dataset) -> Iterator[Dict[str, Any]]:
   rlds_data = whole_reads.whole(rlds_data)
   step_format = specs.step_format(rlds_data)
   if episodes_lib.is_whole(rlds_data):  # A map: no dataset per episode.
-    return rlds_data.map(functools.partial(
-        _completed, step_format=step_format)).prefetch(2).as_numpy_iterator()
+    return pipelines.numpy_of(rlds_data.map(functools.partial(
+        _completed, step_format=step_format)))
   dense = rlds_data.interleave(
       functools.partial(
           _dense_episode, step_format=step_format,
           empty=episodes_lib.zero_steps(step_format.spec, 0)),
       cycle_length=2, num_parallel_calls=2, deterministic=True)
-  return dense.prefetch(2).as_numpy_iterator()
+  return pipelines.numpy_of(dense)
 
 
 def _dense_episode(episode, step_format, empty) -> tf.data.Dataset:

@@ -35,6 +35,7 @@ from rlds_reverb import servers_file
 from rlds_reverb import sources
 from rlds_reverb import specs
 from rlds_reverb import validation
+from rlds_reverb._util import pipelines
 from rlds_reverb.convert import encoded
 from rlds_reverb.sources import whole_reads
 from rlds_reverb.push_options import PushOptions
@@ -308,7 +309,7 @@ class PushParts(_WriteEpisodes):
         whole_reads.whole(data),
         sorted(position - part.first_position for position in left_out))
     blocks = convert.trajectory_blocks(data, None, self._options.strict)
-    for block in write_push.fixed_pipeline(blocks).as_numpy_iterator():
+    for block in pipelines.numpy_of(blocks):
       position = kept[block.episode_index]
       target = self._targets[position % len(self._targets)]
       if target.writer is None:
