@@ -77,11 +77,17 @@ def test_reading_and_recovering_import_no_tf_agents_and_print_no_gym_notice(
 
 
 def test_addresses_and_the_command_line_import_no_tensorflow(tmp_path):
+  # Quieting too: the parent of a serve of many servers or of --workers
+  # needs no TensorFlow, and once loaded it for this alone (~460 MiB).
   code = ('import rlds_reverb\n'
           'rlds_reverb.check_port_free\n'
           'rlds_reverb.push_shards\n'
           'from rlds_reverb import cli\n'
-          'cli.build_parser()')
+          'from rlds_reverb._util import quiet\n'
+          'cli.build_parser()\n'
+          'quiet.silence()\n'
+          'with quiet.quieted():\n'
+          '  pass')
   result = imported(code, ('tensorflow', 'reverb', 'tf_agents'), tmp_path)
   assert result.returncode == 0, result.stderr
   assert result.stdout.splitlines() == ['[]']
