@@ -104,7 +104,27 @@ def reader_of(builder, split) -> Optional[Reader]:
   if not (isinstance(steps, tfds.features.Dataset) and
           isinstance(steps.feature, tfds.features.FeaturesDict)):
     return None
-  return functools.partial(_read_whole, builder, split, steps.feature)
+  return _WholeReader(builder, split, steps.feature)
+
+
+class _WholeReader:
+  """`_read_whole` of one split, each dataset made once per image fields
+  kept encoded: a push's check and write read the same one where the data
+  has no images to keep (a dataset is read anew by each iterator; making
+  one costs TFDS's reader functions, ~30 ms)."""
+
+  def __init__(self, builder, split, steps_feature):
+    self._builder = builder
+    self._split = split
+    self._steps_feature = steps_feature
+    self._made: Dict[FrozenSet[str], tf.data.Dataset] = {}
+
+  def __call__(self, keep_encoded: KeepEncoded) -> tf.data.Dataset:
+    kept = _kept_paths(self._steps_feature, keep_encoded)
+    if kept not in self._made:
+      self._made[kept] = _read_whole(self._builder, self._split,
+                                     self._steps_feature, kept)
+    return self._made[kept]
 
 
 def join(readers: List[Optional[Reader]],
@@ -144,14 +164,19 @@ _DECODERS: Dict[Tuple[str, FrozenSet[str]], Callable] = {}
 def _steps_decoder(steps_feature, keep_encoded: KeepEncoded) -> Callable:
   """`_decode_steps` for `steps_feature` as a `tf.function`, traced once per
   episode spec, shared by every read of the same features."""
-  kept = frozenset(path for path in _image_paths(steps_feature, '')
-                   if _kept_encoded(keep_encoded, path))
+  kept = _kept_paths(steps_feature, keep_encoded)
   key = (json.dumps(steps_feature.to_json(), sort_keys=True), kept)
   decoder = _DECODERS.get(key)
   if decoder is None:
     decoder = _DECODERS[key] = tf.function(functools.partial(
         _decode_steps, feature=steps_feature, keep_encoded=kept))
   return decoder
+
+
+def _kept_paths(steps_feature, keep_encoded: KeepEncoded) -> FrozenSet[str]:
+  """The image fields `keep_encoded` keeps encoded, as a set of paths."""
+  return frozenset(path for path in _image_paths(steps_feature, '')
+                   if _kept_encoded(keep_encoded, path))
 
 
 def _image_paths(feature, path: str):
