@@ -1,7 +1,6 @@
 """Shared fixtures: quiet TensorFlow, real Reverb servers, RLDS datasets."""
 
 import functools
-import gc
 import http.server
 import os
 import socket
@@ -15,21 +14,6 @@ import portpicker  # pylint: disable=g-import-not-at-top
 
 from tests import rlds_data  # pylint: disable=g-import-not-at-top
 from tests import reverb_tables  # pylint: disable=g-import-not-at-top
-
-# Python's cyclic collector, run every 700 new objects, walks the young
-# objects often and the old ones (TensorFlow, the collected tests: millions)
-# now and then; tests that trace graphs make objects fast, and it took ~3-4%
-# of their CPU. Once collected, what exists is set aside (`gc.freeze`: also
-# kept out of copies in forked children) and the collector runs less often.
-# Cycles are still collected; a test that needs one gone calls gc.collect().
-_GC_THRESHOLDS = (20_000, 20, 20)
-
-
-def pytest_collection_finish(session):  # pylint: disable=unused-argument
-  gc.collect()
-  gc.freeze()
-  gc.set_threshold(*_GC_THRESHOLDS)
-
 
 _pick_unused_port = portpicker.pick_unused_port
 _HANDED_OUT = set()
