@@ -22,8 +22,7 @@ the other images decoded (a push of encoded images, `convert.encoded`).
 """
 
 import functools
-import json
-from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Union
 
 import numpy as np
 import tensorflow as tf
@@ -151,26 +150,10 @@ def _read_whole(builder, split, steps_feature, keep_encoded: KeepEncoded
   episodes = builder.as_dataset(
       split=split, shuffle_files=False,
       decoders={fields.STEPS: tfds.decode.SkipDecoding()})
-  return episodes.map(_steps_decoder(steps_feature, keep_encoded),
-                      num_parallel_calls=_PARALLEL_EPISODES, deterministic=True)
-
-
-# One traced decoder per steps feature and kept fields, for the process: a
-# push reads its data twice (the checks, the write), tests and notebooks load
-# the same directory again, and each map of a plain function traces anew.
-_DECODERS: Dict[Tuple[str, FrozenSet[str]], Callable] = {}
-
-
-def _steps_decoder(steps_feature, keep_encoded: KeepEncoded) -> Callable:
-  """`_decode_steps` for `steps_feature` as a `tf.function`, traced once per
-  episode spec, shared by every read of the same features."""
-  kept = _kept_paths(steps_feature, keep_encoded)
-  key = (json.dumps(steps_feature.to_json(), sort_keys=True), kept)
-  decoder = _DECODERS.get(key)
-  if decoder is None:
-    decoder = _DECODERS[key] = tf.function(functools.partial(
-        _decode_steps, feature=steps_feature, keep_encoded=kept))
-  return decoder
+  return episodes.map(
+      functools.partial(_decode_steps, feature=steps_feature,
+                        keep_encoded=keep_encoded),
+      num_parallel_calls=_PARALLEL_EPISODES, deterministic=True)
 
 
 def _kept_paths(steps_feature, keep_encoded: KeepEncoded) -> FrozenSet[str]:
