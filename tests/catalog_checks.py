@@ -24,6 +24,7 @@ import warnings
 from typing import Callable, List, Optional, Sequence
 
 import numpy as np
+import tensorflow as tf
 import tensorflow_datasets as tfds
 from tf_agents.replay_buffers import reverb_utils
 from tf_agents.replay_buffers import rlds_to_reverb as tfa_rlds
@@ -59,6 +60,12 @@ class Case:
   def items(self):
     return catalog_data.expected_items(self.episodes)
 
+  @functools.cached_property
+  def loaded(self) -> tf.data.Dataset:
+    """The directory loaded once: each check reads it anew, as a user who
+    validates, then pushes, does (its whole-read dataset is built once)."""
+    return rlds_reverb.load(self.directory)
+
   @property
   def lengths(self) -> List[int]:
     return [len(e['steps']['is_first']) for e in self.episodes]
@@ -72,14 +79,14 @@ def prepare(structure: catalog.Structure, data_dir: str) -> Case:
 # --- Ours. -------------------------------------------------------------------
 
 def check_validation(case: Case) -> None:
-  report = validation.validate(rlds_reverb.load(case.directory))
+  report = validation.validate(case.loaded)
   got = (report.episodes, report.steps, report.problems)
   want = (len(case.lengths), sum(case.lengths), [])
   assert got == want, f'validate: (episodes, steps, problems) {got}, not {want}'
 
 
 def check_statistics(case: Case) -> None:
-  result = stats.episode_stats(rlds_reverb.load(case.directory))
+  result = stats.episode_stats(case.loaded)
   assert result.lengths.tolist() == case.lengths, (
       f'episode_stats: lengths {result.lengths.tolist()}, not {case.lengths}')
   returns = [_episode_return(e) for e in case.episodes]
@@ -89,18 +96,18 @@ def check_statistics(case: Case) -> None:
 
 def check_spec(case: Case) -> None:
   spec = rlds_reverb.create_trajectory_data_spec(
-      rlds_reverb.load(case.directory))
+      case.loaded)
   catalog_data.assert_spec_matches(spec, case.trajectories[0], 'spec')
 
 
 def check_conversion(case: Case) -> None:
   got = list(rlds_reverb.convert_rlds_to_trajectories(
-      rlds_reverb.load(case.directory)))
+      case.loaded))
   _assert_all_equal(case.trajectories, got, 'trajectory')
 
 
 def check_push(case: Case) -> None:
-  data = rlds_reverb.load(case.directory)
+  data = case.loaded
   signature = rlds_reverb.specs.table_signature(
       rlds_reverb.create_trajectory_data_spec(data))
   server = reverb_tables.start_server(
