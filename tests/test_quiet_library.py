@@ -116,6 +116,9 @@ def run_script(tmp_path, environment) -> subprocess.CompletedProcess:
   env = dict(os.environ)
   for name in ('TF_CPP_MIN_LOG_LEVEL', 'RLDS_REVERB_QUIET'):
     env.pop(name, None)
+  # TensorFlow turns oneDNN on by itself only on some CPUs (not this AMD
+  # EPYC's: no AVX-512), and says so only then: on, its line is there to see.
+  env['TF_ENABLE_ONEDNN_OPTS'] = '1'
   env.update(environment)
   return subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env,
                         capture_output=True, text=True, timeout=HANG_GUARD_S,
