@@ -156,8 +156,13 @@ def test_convention_errors(text, message, monkeypatch, tmp_path):
 
 def test_a_background_block_that_fails_at_ctrl_c_fails_the_page(tmp_path):
   page = tmp_path / 'page.md'
+  # A loop of short sleeps, not `tail -f`: bash runs a trap once the command
+  # under way ends, and a SIGINT that came between `echo` and the start of
+  # `tail` (bash's own, not tail's) waited for a `tail -f` that never ends
+  # (1 run in 6 on a slow machine).
   page.write_text('<!-- docs-test: background -->\n```sh\n'
-                  "trap 'exit 3' INT; echo ready; tail -f /dev/null\n```\n")
+                  "trap 'exit 3' INT; echo ready; "
+                  'while :; do sleep 0.1; done\n```\n')
   result = subprocess.run(
       [sys.executable, '-m', 'tests.docs_blocks', str(page), free_port()],
       cwd=tmp_path, env=docs_blocks.environment(''), capture_output=True,
