@@ -364,13 +364,42 @@ def _listen_for_ctrl_c():
   if _interrupted is None:  # In the calling process (one worker): as is.
     yield
     return
-  signal.signal(signal.SIGINT, signal.default_int_handler)
+  signal.signal(signal.SIGINT, _on_sigint)
   try:
     if _interrupted.is_set():
       raise KeyboardInterrupt
     yield
   finally:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _on_sigint(signum, frame) -> None:
+  """Python's handler (KeyboardInterrupt), and the worker remembers the
+  SIGINT (`_as_interruption`)."""
+  global _sigint_taken  # pylint: disable=global-statement
+  _sigint_taken = True
+  signal.default_int_handler(signum, frame)
+
+
+_sigint_taken = False  # In a worker: a SIGINT reached its task.
+
+
+def _as_interruption(error: BaseException) -> BaseException:
+  """A worker's error after Ctrl-C reached it, as the interruption it is.
+
+  A KeyboardInterrupt raised inside TensorFlow's C++ (a worker still
+  tracing its pipeline) can come out as another error: CI saw "shard 1/2:
+  AttributeError: 'Trajectory' object has no attribute '_type_spec'" after
+  a Ctrl-C. After a SIGINT (here, or the parent's event) any error is the
+  interruption; its notes (what was confirmed) are kept.
+  """
+  came = _sigint_taken or (_interrupted is not None and _interrupted.is_set())
+  if isinstance(error, KeyboardInterrupt) or not came:
+    return error
+  interruption = KeyboardInterrupt()
+  for note in getattr(error, '__notes__', None) or ['Nothing was written.']:
+    interruption.add_note(note)
+  return interruption
 
 
 def _interrupt(pool: concurrent.futures.ProcessPoolExecutor) -> None:
@@ -422,6 +451,7 @@ def _push_shard(dataset, split, data_dir, shard, server, tables,
 
 def _failed(shard_text: str, error: BaseException, plan) -> ShardOutcome:
   """A shard's error as one line, with its notes (what it confirmed)."""
+  error = _as_interruption(error)
   interrupted = isinstance(error, KeyboardInterrupt)
   return ShardOutcome(
       shard_text,

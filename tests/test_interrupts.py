@@ -171,3 +171,29 @@ def test_the_parent_of_workers_sees_a_ctrl_c_python_lost(default_handler):
     timer.cancel()
   assert lost == [KeyboardInterrupt]  # Python lost the first one.
   assert not pending.done()
+
+
+def test_a_workers_error_after_a_ctrl_c_is_the_interruption(
+    default_handler, monkeypatch):
+  """A KeyboardInterrupt raised inside TensorFlow's C++ can come out as
+  another error (CI: "shard 1/2: AttributeError: 'Trajectory' object has no
+  attribute '_type_spec'"): after a SIGINT reached the worker's task, its
+  error is reported as the interruption, with what it confirmed."""
+  del default_handler
+  from rlds_reverb import parallel  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  monkeypatch.setattr(parallel, '_interrupted', threading.Event())  # A worker.
+  monkeypatch.setattr(parallel, '_sigint_taken', False)
+  mangled = "'Trajectory' object has no attribute '_type_spec'"
+  outcome = parallel._failed('1/2', AttributeError(mangled), plan=None)  # pylint: disable=protected-access
+  assert (outcome.error_type, outcome.error) == ('AttributeError', mangled)
+  with pytest.raises(KeyboardInterrupt):
+    with parallel._listen_for_ctrl_c():  # pylint: disable=protected-access
+      _ctrl_c()
+  outcome = parallel._failed('1/2', AttributeError(mangled), plan=None)  # pylint: disable=protected-access
+  assert outcome.interrupted
+  assert outcome.notes == ('Nothing was written.',)
+  noted = RuntimeError('lost')
+  noted.add_note('Written and confirmed before this error: 2 whole episodes.')
+  outcome = parallel._failed('0/2', noted, plan=None)  # pylint: disable=protected-access
+  assert outcome.interrupted
+  assert outcome.notes == (noted.__notes__[0],)
