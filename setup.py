@@ -35,7 +35,8 @@ setuptools.setup(
     name='rlds_reverb',
     version='0.1.0',
     description='RLDS datasets to TF-Agents trajectories in Reverb tables.',
-    packages=setuptools.find_packages(include=['rlds_reverb', 'rlds_reverb.*']),
+    packages=setuptools.find_namespace_packages(
+        include=['rlds_reverb', 'rlds_reverb.*'], exclude=['*.__pycache__']),
     python_requires='>=3.11,<3.12',
     install_requires=INSTALL_REQUIRES,
     extras_require={
