@@ -186,7 +186,7 @@ def run_shards(dataset, server, tables, *, workers: int, split: str = 'train',
     raise ValueError(f'workers must be >= 1, got {workers}.')
   servers = servers_file.addresses_of(server)
   check_servers(servers, options.timeout)
-  with _worker_pool(workers) as (pool, interrupted):
+  with _spawned_pool(workers) as (pool, interrupted):
     return _run(pool, interrupted, 'push_shards', [
         (_push_shard, dataset, split, data_dir, (index, workers),
          servers[index % len(servers)], tables, options,
@@ -195,7 +195,7 @@ def run_shards(dataset, server, tables, *, workers: int, split: str = 'train',
 
 
 @contextlib.contextmanager
-def _worker_pool(workers: int):
+def _spawned_pool(workers: int):
   """A pool of `workers` processes that end with this one (forked by the
   forkserver, or spawned: `worker_start.context`), and the event that
   tells them Ctrl-C came while they started.
@@ -642,14 +642,14 @@ def _warn_capacity(texts: Sequence[str]) -> None:
 
 @contextlib.contextmanager
 def _build_pool(workers: int):
-  """`_worker_pool` for more than one worker; for one, no pool (None, None):
+  """`_spawned_pool` for more than one worker; for one, no pool (None, None):
   its tasks run in this process, which has already paid the ~3 s start of
   Python and TensorFlow that a spawned worker would pay again."""
   if workers == 1:
     with _CtrlCRecorded() as recorded:
       yield None, recorded
     return
-  with _worker_pool(workers) as pool_and_event:
+  with _spawned_pool(workers) as pool_and_event:
     yield pool_and_event
 
 

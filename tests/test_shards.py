@@ -318,7 +318,7 @@ def test_a_script_without_the_main_guard_is_told_what_to_do(
 
 
 # Slow tier: two workers pushing, then killed. The default tier kills a
-# build's workers (the same pool, `parallel._worker_pool`) as they start in
+# build's workers (the same pool, `parallel._spawned_pool`) as they start in
 # test_build_servers.test_killed_build_leaves_no_worker_running, and each way
 # a worker ends with its parent in tests/test_lifeline.py.
 @pytest.mark.slow

@@ -25,7 +25,7 @@ def report(tag):
 
 
 def pool(tag):
-  with parallel._worker_pool(2) as (workers, interrupted):  # pylint: disable=protected-access
+  with parallel._spawned_pool(2) as (workers, interrupted):  # pylint: disable=protected-access
     reports = parallel._run(workers, interrupted, 'test',  # pylint: disable=protected-access
                             [(report, tag), (report, tag)])
   print(json.dumps({'tag': tag, 'me': os.getpid(),
