@@ -2,7 +2,7 @@
 
     push_shards(source, 'host:port', 'replay', workers=N)
       -> PushOptions and CheckOptions made once, checked here, pickled to
-      -> N worker processes; process i runs the checked push of shard i/N
+      -> N spawned processes; process i runs the checked push of shard i/N
          (`checked_push.source_job`, what `rlds-reverb push --shard i/N`
          runs), into server i % S when given S servers (or a servers
          file of S)
@@ -16,13 +16,10 @@ would share one GIL), so it takes a source that can be opened again by name
 (what `load` accepts), not a `tf.data.Dataset`. For a dataset you build
 yourself, run `push` in your own processes on `rlds_data.shard(N, i)` (every
 process then reads all episodes and keeps every N-th: N reads of the data
-instead of one). Workers are forked from multiprocessing's forkserver,
-which imported TensorFlow and the workers' modules once, or spawned
-(`_util.worker_start` says when); either way a worker imports the calling
-script again, so a script calling this needs the usual `if __name__ ==
-'__main__':` guard, and a script that calls this at import gets
-ShardsFailedError saying so (the worker ends at the call, quietly, with
-`IMPORTING_MAIN_EXIT`).
+instead of one). Processes are spawned, so a script calling this needs the
+usual `if __name__ == '__main__':` guard: a worker imports the script
+again, and a script that calls this at import gets ShardsFailedError saying
+so (the worker ends at the call, quietly, with `IMPORTING_MAIN_EXIT`).
 
 Workers end when the process that started them dies, however it dies
 (`_util.lifeline`): a parent killed with SIGKILL leaves no idle worker.
@@ -52,7 +49,6 @@ from rlds_reverb import held as held_lib
 from rlds_reverb import push_options
 from rlds_reverb import servers_file
 from rlds_reverb._util import lifeline
-from rlds_reverb._util import worker_start
 from rlds_reverb._util import wording
 from rlds_reverb.errors import ShardsFailedError
 from rlds_reverb.push_options import CheckOptions
@@ -196,21 +192,18 @@ def run_shards(dataset, server, tables, *, workers: int, split: str = 'train',
 
 @contextlib.contextmanager
 def _spawned_pool(workers: int):
-  """A pool of `workers` processes that end with this one (forked by the
-  forkserver, or spawned: `worker_start.context`), and the event that
-  tells them Ctrl-C came while they started.
+  """A pool of `workers` spawned processes that end with this one, and the
+  event that tells them Ctrl-C came while they started.
 
   Processes are started by the thread that submits (Python 3.11 spawns on
   demand): the thread running `run_shards` or `build_shards`, which waits
   for them, so their parent-death signal fires only when this process dies.
   """
-  context = worker_start.context()
+  context = multiprocessing.get_context('spawn')
   interrupted = context.Event()
-  forked = context.get_start_method() == 'forkserver'
   with concurrent.futures.ProcessPoolExecutor(
       workers, mp_context=context, initializer=_start_worker,
-      initargs=(interrupted, os.getpid(),
-                dict(os.environ) if forked else None)) as pool:
+      initargs=(interrupted, os.getpid())) as pool:
     yield pool, interrupted
 
 
@@ -353,21 +346,10 @@ _interrupted = None  # In a worker: the parent's event, set on Ctrl-C.
 _CTRL_C_POLL_S = 0.2  # How often the parent looks for a lost Ctrl-C.
 
 
-def _start_worker(interrupted, parent_pid: int,
-                  environment: Optional[Dict[str, str]]) -> None:
+def _start_worker(interrupted, parent_pid: int) -> None:
   """In a worker, before any task: it ends with its parent, and keeps the
-  parent's Ctrl-C event.
-
-  A worker forked by the forkserver (given the parent's `environment`) is
-  the server's child: it ends with the server, which ends with the pool's
-  process, and also watches that process itself
-  (`lifeline.end_with_forkserver`); it takes the parent's environment.
-  """
-  if environment is not None:
-    lifeline.end_with_forkserver()
-    worker_start.environment_at_start(environment)
-  else:
-    lifeline.end_with_parent(parent_pid)
+  parent's Ctrl-C event."""
+  lifeline.end_with_parent(parent_pid)
   global _interrupted  # pylint: disable=global-statement
   _interrupted = interrupted
   from rlds_reverb.write import interrupts  # pylint: disable=g-import-not-at-top,import-outside-toplevel

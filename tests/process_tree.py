@@ -2,8 +2,7 @@
 wait for what it started to be gone.
 
     children(pid)     the processes `pid` started: [Proc(pid, started, cmd)]
-    pool(pid), wait_pool(pid, count)   the workers of `pid`'s pools (spawned
-                      or forked by a forkserver) and what serves them
+    wait_children(pid, count)   waits until `pid` has started `count`
     kill_parent(parent, procs)  SIGKILL to a Popen, then waits (deadline)
                       until `procs` are gone; kills and returns those left
 
@@ -53,31 +52,16 @@ def children(pid: int) -> List[Proc]:
   return found
 
 
-def pool(pid: int) -> Tuple[List[Proc], List[Proc]]:
-  """The processes of `pid`'s worker pools: (workers, the rest it started
-  for them). A worker is spawned (its command runs multiprocessing's
-  `spawn_main`) or forked by multiprocessing's forkserver, a child of
-  `pid`; the rest: the forkserver and the resource tracker."""
-  workers, others = [], []
-  for proc in children(pid):
-    if 'spawn_main' in proc.cmd:
-      workers.append(proc)
-    else:
-      others.append(proc)
-      if 'forkserver' in proc.cmd:
-        workers.extend(children(proc.pid))
-  return workers, others
-
-
-def wait_pool(pid: int, count: int, timeout_s: float) -> List[Proc]:
-  """Every process of `pid`'s pools (`pool`) once `count` workers run."""
+def wait_children(pid: int, count: int, timeout_s: float,
+                  like: str = '') -> List[Proc]:
+  """`pid`'s children once `count` of them have `like` in their command."""
   deadline = time.monotonic() + timeout_s
   while True:
-    workers, others = pool(pid)
-    if len(workers) >= count:
-      return workers + others
+    found = children(pid)
+    if sum(like in proc.cmd for proc in found) >= count:
+      return found
     assert time.monotonic() < deadline, (
-        f'{pid} started {workers + others}, not {count} workers')
+        f'{pid} started {found}, not {count} {like!r}')
     time.sleep(0.01)
 
 

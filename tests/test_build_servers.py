@@ -273,6 +273,7 @@ def test_killed_build_leaves_no_worker_running(source, tmp_path):
        '--out', tmp_path / 'built', '--table', TABLE.name, '--workers', '2',
        '--servers', str(SERVERS)],
       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-  procs = process_tree.wait_pool(build.pid, 2, HANG_GUARD_S)
+  procs = process_tree.wait_children(build.pid, 2, HANG_GUARD_S,
+                                     like='spawn_main')
   _, stderr, left = process_tree.kill_parent(build, procs, HANG_GUARD_S)
   assert left == [], stderr

@@ -32,7 +32,6 @@ import rlds_reverb
 from rlds_reverb._util import wording
 from rlds_reverb.write import writer as writer_lib
 from tests import reverb_tables
-from tests import process_tree
 from tests import rlds_data
 from tests import warm_process
 from tests.cli_data import CLEAN
@@ -519,34 +518,37 @@ def test_ctrl_c_with_workers_says_what_each_confirmed_and_resumes(
   assert sorted(pushed) == sorted(clean)  # As multisets: every item once.
 
 
-def _starting_workers(parent_pid: int) -> list:
-  """Pids of the workers of `parent_pid` whose task has begun: they listen
-  for SIGINT (the spawning, during which the parent holds SIGINT off and
-  they ignore it, is over) and have TensorFlow loaded."""
-  workers, _ = process_tree.pool(parent_pid)
+def _loading_workers(parent_pid: int) -> list:
+  """Pids of the workers `parent_pid` spawned that are loading TensorFlow:
+  their task has begun (the spawning, during which the parent holds
+  SIGINT off, is over) and they have written nothing yet.
+
+  A worker's command line runs multiprocessing's `spawn_main` (its resource
+  tracker's does not); TensorFlow's library shows in its memory map.
+  """
   pids = []
-  for worker in workers:
-    try:
-      status = pathlib.Path(f'/proc/{worker.pid}/status').read_text()
-      maps = pathlib.Path(f'/proc/{worker.pid}/maps').read_text()
-    except (FileNotFoundError, ProcessLookupError):
-      continue
-    caught = int(re.search(r'^SigCgt:\s*([0-9a-f]+)', status, re.M)[1], 16)
-    if caught & (1 << (signal.SIGINT - 1)) and 'tensorflow' in maps:
-      pids.append(worker.pid)
+  for child in pathlib.Path(f'/proc/{parent_pid}/task').glob('*/children'):
+    for pid in child.read_text().split():
+      try:
+        command = pathlib.Path(f'/proc/{pid}/cmdline').read_bytes()
+        maps = pathlib.Path(f'/proc/{pid}/maps').read_text()
+      except (FileNotFoundError, ProcessLookupError):
+        continue
+      if b'spawn_main' in command and 'tensorflow' in maps:
+        pids.append(int(pid))
   return pids
 
 
 def test_ctrl_c_while_workers_start_names_every_shard(dirs):
-  """SIGINT to the parent as soon as its workers' tasks begin (they open
-  the data, trace its pipeline, check the server): each shard says it wrote nothing (it was reported as a bare 'interrupted.',
+  """SIGINT to the parent while its workers still load TensorFlow: each
+  shard says it wrote nothing (it was reported as a bare 'interrupted.',
   the workers' own KeyboardInterrupt re-raised in the parent)."""
   with ServerHere([{'name': 'replay', 'kind': 'fifo',
                     'signed_for': dirs['long']}]) as server:
     push = _start_push('--dataset', dirs['long'], '--server', server.address,
                        '--table', 'replay', '--workers', '2')
     deadline = time.monotonic() + HANG_GUARD_S
-    while len(_starting_workers(push.pid)) < 2:
+    while len(_loading_workers(push.pid)) < 2:
       assert push.poll() is None, push.communicate()
       assert time.monotonic() < deadline, 'the workers never started'
       time.sleep(POLL_S)

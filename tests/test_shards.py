@@ -337,9 +337,8 @@ def test_killed_push_leaves_no_worker_running(dataset_dir):
       assert push.poll() is None, push.communicate()
       assert time.monotonic() < deadline, 'the queue never filled up'
       time.sleep(0.01)
-    workers, others = process_tree.pool(push.pid)
-    assert len(workers) == 2, (workers, others)
-    procs = workers + others
+    procs = process_tree.children(push.pid)
+    assert sum('spawn_main' in proc.cmd for proc in procs) == 2, procs
     _, stderr, left = process_tree.kill_parent(push, procs, HANG_GUARD_S)
   assert left == [], stderr
 

@@ -43,16 +43,6 @@ def end_with_parent(parent_pid: int) -> None:
     os._exit(PARENT_GONE_EXIT)
 
 
-def end_with_forkserver() -> None:
-  """In a worker that multiprocessing's forkserver forked: it ends when the
-  server dies (which ends when the process that made the pool dies: it
-  reads EOF on that process's pipe), and when that process dies, which
-  its sentinel says (`watch_parent`)."""
-  server_pid = os.getppid()
-  end_with_parent(server_pid)
-  watch_parent()
-
-
 def _kill_on_parent_death() -> bool:
   """The kernel sends SIGKILL when the parent dies; False where it cannot."""
   if not sys.platform.startswith('linux'):
