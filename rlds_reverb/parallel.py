@@ -364,24 +364,14 @@ def _listen_for_ctrl_c():
   if _interrupted is None:  # In the calling process (one worker): as is.
     yield
     return
-  signal.signal(signal.SIGINT, _on_sigint)
+  from rlds_reverb.write import interrupts  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  signal.signal(signal.SIGINT, interrupts.raise_and_record)
   try:
     if _interrupted.is_set():
       raise KeyboardInterrupt
     yield
   finally:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def _on_sigint(signum, frame) -> None:
-  """Python's handler (KeyboardInterrupt), and the worker remembers the
-  SIGINT (`_as_interruption`)."""
-  global _sigint_taken  # pylint: disable=global-statement
-  _sigint_taken = True
-  signal.default_int_handler(signum, frame)
-
-
-_sigint_taken = False  # In a worker: a SIGINT reached its task.
 
 
 def _as_interruption(error: BaseException) -> BaseException:
@@ -393,7 +383,9 @@ def _as_interruption(error: BaseException) -> BaseException:
   a Ctrl-C. After a SIGINT (here, or the parent's event) any error is the
   interruption; its notes (what was confirmed) are kept.
   """
-  came = _sigint_taken or (_interrupted is not None and _interrupted.is_set())
+  from rlds_reverb.write import interrupts  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  came = interrupts.taken() or (_interrupted is not None and
+                                _interrupted.is_set())
   if isinstance(error, KeyboardInterrupt) or not came:
     return error
   interruption = KeyboardInterrupt()

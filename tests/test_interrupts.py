@@ -182,7 +182,7 @@ def test_a_workers_error_after_a_ctrl_c_is_the_interruption(
   del default_handler
   from rlds_reverb import parallel  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   monkeypatch.setattr(parallel, '_interrupted', threading.Event())  # A worker.
-  monkeypatch.setattr(parallel, '_sigint_taken', False)
+  monkeypatch.setattr(interrupts, '_taken', False)
   mangled = "'Trajectory' object has no attribute '_type_spec'"
   outcome = parallel._failed('1/2', AttributeError(mangled), plan=None)  # pylint: disable=protected-access
   assert (outcome.error_type, outcome.error) == ('AttributeError', mangled)
@@ -197,3 +197,25 @@ def test_a_workers_error_after_a_ctrl_c_is_the_interruption(
   outcome = parallel._failed('0/2', noted, plan=None)  # pylint: disable=protected-access
   assert outcome.interrupted
   assert outcome.notes == (noted.__notes__[0],)
+
+
+def test_a_worker_listening_for_ctrl_c_still_holds_it_while_it_writes(
+    default_handler, monkeypatch):
+  """A worker's handler (which records the SIGINT) is held like Python's
+  own: one that raised at once made counts one short of the table (CI:
+  4,232 items held, 4,231 said confirmed, one written twice on resume)."""
+  del default_handler
+  from rlds_reverb import parallel  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  monkeypatch.setattr(parallel, '_interrupted', threading.Event())  # A worker.
+  monkeypatch.setattr(interrupts, '_taken', False)
+  steps = []
+  with pytest.raises(KeyboardInterrupt):
+    with parallel._listen_for_ctrl_c():  # pylint: disable=protected-access
+      held = interrupts.HeldInterrupt()
+      with held:
+        _ctrl_c()
+        steps.append('counted')  # Not interrupted between the two.
+        assert held.pending
+        held.check()
+  assert steps == ['counted']
+  assert interrupts.taken()
