@@ -2,7 +2,7 @@
 + serve of the build, on one server and on many. One run.
 
     python benchmarks/time_to_trainable.py [--steps 1000000] [--repeats 3]
-        [--servers 1 2 4] [--data-dir DIR] [--no-push]
+        [--servers 1 2 4] [--workers 2] [--data-dir DIR] [--no-push]
 
 The data: halfcheetah-shaped vector steps (observation float32[17], action
 float32[6]) in episodes of 1,000, in 4 record files, written by TFDS into
@@ -14,7 +14,8 @@ every command a fresh process:
            rlds-reverb push --dataset DIR --server localhost:P --table replay
              ... until it returns (every item confirmed)
     build  rlds-reverb build --dataset DIR --out OUT --table replay
-               --workers 2 --servers S
+               --workers W --servers S      (each W of --workers; W = 1: the
+                                             command's own process)
            rlds-reverb serve --dataset DIR --from-checkpoint OUT --table replay
              ... until it prints 'serving ...': every server loaded and
              answering (it prints once each has answered a server_info)
@@ -136,11 +137,13 @@ def push_round(dataset: str, items: int) -> dict:
           'memory': memory}
 
 
-def build_round(dataset: str, root: str, servers: int, items: int) -> dict:
+def build_round(dataset: str, root: str, servers: int, items: int,
+                workers: int) -> dict:
   out = os.path.join(root, f'built{servers}')
   shutil.rmtree(out, ignore_errors=True)
   built = run('build', '--dataset', dataset, '--out', out, '--table', TABLE,
-              '--max-size', 10**8, '--workers', 2, '--servers', servers)
+              '--max-size', 10**8, '--workers', workers, '--servers',
+              servers)
   served = Served('--dataset', dataset, '--from-checkpoint', out, '--table',
                   TABLE)
   try:
@@ -179,30 +182,35 @@ def main() -> None:
   parser.add_argument('--steps', type=int, default=1_000_000)
   parser.add_argument('--repeats', type=int, default=3)
   parser.add_argument('--servers', type=int, nargs='+', default=[1, 2, 4])
+  parser.add_argument('--workers', type=int, nargs='+', default=[2])
   parser.add_argument('--data-dir', default=None)
   parser.add_argument('--no-push', action='store_true')
   args = parser.parse_args()
   print(common.machine())
   dataset, items = common.vector_steps_dir(args.steps, EPISODE_STEPS,
                                            args.data_dir)
-  pushes, builds = [], {servers: [] for servers in args.servers}
+  builds = {(workers, servers): [] for workers in args.workers
+            for servers in args.servers}
+  pushes = []
   with tempfile.TemporaryDirectory() as root:
     for _ in range(args.repeats):
       if not args.no_push:
         pushes.append(push_round(dataset, items))
-      for servers in args.servers:
-        builds[servers].append(build_round(dataset, root, servers, items))
+      for (workers, servers), rounds in builds.items():
+        rounds.append(build_round(dataset, root, servers, items, workers))
   print(f'\ntime to a trainable table ({args.steps:,} steps, {items:,} items),'
         f' medians of {args.repeats} rounds:')
   if pushes:
     print(line('serve + push', pushes))
-  for servers, rounds in builds.items():
-    print(line(f'build --workers 2 --servers {servers} + serve', rounds))
+  for (workers, servers), rounds in builds.items():
+    print(line(f'build --workers {workers} --servers {servers} + serve',
+               rounds))
   if pushes:
     base = medians(pushes)['total']
-    for servers, rounds in builds.items():
-      print(f'  --servers {servers}: {base / medians(rounds)["total"]:.2f}x '
-            'faster than serve + push (goal, 2 servers: >= 4x)')
+    for (workers, servers), rounds in builds.items():
+      print(f'  --workers {workers} --servers {servers}: '
+            f'{base / medians(rounds)["total"]:.2f}x faster than serve + push '
+            '(goal, 2 servers: >= 4x)')
 
 
 if __name__ == '__main__':

@@ -27,9 +27,11 @@ SampleToInsertRatio table samples at once and takes no insert until
 samples catch up with the items.
 """
 
+import contextlib
 import dataclasses
 import functools
 import os
+import shutil
 import time
 import warnings
 from typing import (Any, Callable, Dict, Iterable, Iterator, List, Optional,
@@ -106,6 +108,8 @@ class BuildPlan:
   warnings: Tuple[str, ...] = ()
   notes: Tuple[str, ...] = ()
   short_episodes: Optional[str] = None  # One of `warnings`.
+  # (position, items) of each episode kept; empty when not read ahead.
+  kept: Tuple[Tuple[int, int], ...] = ()
 
   def evicted(self, table: str) -> int:
     """The oldest items of `table` that its max_size leaves out."""
@@ -113,6 +117,17 @@ class BuildPlan:
       return 0
     max_size = {s.name: s.max_size for s in self.settings}[table]
     return max(0, self.items - max_size)
+
+  def of_server(self, server: int, servers: int) -> 'BuildPlan':
+    """This plan for server `server` of `servers`: the episodes at
+    positions I with I % servers == server, their items, what each table's
+    max_size leaves out of them."""
+    kept = tuple((position, items) for position, items in self.kept
+                 if position % servers == server)
+    return dataclasses.replace(
+        self, kept=kept, items=sum(items for _, items in kept),
+        skipped=tuple(e for e in self.skipped
+                      if e.position % servers == server))
 
 
 def build_checkpoint(
@@ -371,7 +386,10 @@ class CheckedBuild:
     kept = [length for position, length in enumerate(report.lengths)
             if position not in left_out]
     items_of = [self._items_of(length) for length in kept]
-    plan = dataclasses.replace(plan, skipped=skipped, items=sum(items_of))
+    positions = [position for position in range(len(report.lengths))
+                 if position not in left_out]
+    plan = dataclasses.replace(plan, skipped=skipped, items=sum(items_of),
+                               kept=tuple(zip(positions, items_of)))
     short = None
     if kept and not all(items_of) and self._nstep is None:
       short = short_episodes_text(
@@ -400,26 +418,88 @@ class CheckedBuild:
       e.add_note(f'Nothing was written: the unfinished checkpoint '
                  f'{writer.path} was removed.')
       raise
+    return self._result(path, plan, built, time.perf_counter() - started,
+                        plan.warnings)
+
+  def _build(self, plan: BuildPlan, sink, on_built) -> BuildProgress:
+    planner = plan_lib.Plan(plan.spec, self.item_plan, self.names,
+                            self._options.priority, self._options.chunk_length)
+    return plan_blocks(self._kept_rows(plan), planner, sink,
+                       kept_positions(plan.skipped), on_built)
+
+  def _kept_rows(self, plan: BuildPlan):
+    """(index among the episodes kept, rows) of each episode kept."""
+    data = whole_reads.whole(self._data)
+    data = validation.without_episodes(
+        data, [episode.position for episode in plan.skipped])
+    return self.kind.rows(data)
+
+  def write_servers(self, directory: str, servers: int) -> List[BuildResult]:
+    """One checkpoint per server, in this process: episode I goes to server
+    I % `servers` (as `build_shards` and a push into many servers send
+    them), each under `checkpoints.parts.server_root(directory, k, S)`,
+    holding what `write` of its episodes alone would. No parts, no merge:
+    the data is read and converted once, as for one server. All or
+    nothing: a failure (Ctrl-C too) removes every server's checkpoint."""
+    from rlds_reverb.checkpoints import parts  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+    plan = self._plan or self.check()
+    started = time.perf_counter()
+    plans = [plan.of_server(k, servers) for k in range(servers)]
+    done: List[str] = []
+    try:
+      with contextlib.ExitStack() as stack:
+        writers = [stack.enter_context(writer_lib.CheckpointWriter(
+            parts.server_root(directory, k, servers), plan.settings))
+                   for k in range(servers)]
+        sinks = [EvictingSink(writer, {name: plans[k].evicted(name)
+                                       for name in self.names})
+                 for k, writer in enumerate(writers)]
+        built = self._build_servers(plan, sinks)
+        for writer, sink, progress in zip(writers, sinks, built):
+          done.append(writer.close(sink.counts(progress.items)))
+    except BaseException:
+      for path in done:  # Closed before the failure: no server gets one.
+        shutil.rmtree(path, ignore_errors=True)
+      raise
+    seconds = time.perf_counter() - started
+    return [self._result(path, plans[k], progress, seconds, tuple(
+        f'server {k} of {servers}: {text}'
+        for text in capacity_warnings(plans[k])))
+            for k, (path, progress) in enumerate(zip(done, built))]
+
+  def _build_servers(self, plan: BuildPlan, sinks) -> List[BuildProgress]:
+    """Plans each kept episode with its server's plan, into its sink."""
+    servers = len(sinks)
+    planners = [plan_lib.Plan(plan.spec, self.item_plan, self.names,
+                              self._options.priority,
+                              self._options.chunk_length)
+                for _ in sinks]
+    steps = [0] * servers
+    positions = kept_positions(plan.skipped)
+    for index, rows in self._kept_rows(plan):
+      position = positions(int(index))
+      server = position % servers
+      steps[server] += len(rows[0])
+      for planned in planners[server].add(rows, position):
+        plan_lib.write(sinks[server], planned)
+    for planner, sink in zip(planners, sinks):
+      for planned in planner.close():
+        plan_lib.write(sink, planned)
+    return [BuildProgress(planner.episodes, count, planner.items, sink.bytes)
+            for planner, count, sink in zip(planners, steps, sinks)]
+
+  def _result(self, path: str, plan: BuildPlan, built: BuildProgress,
+              seconds: float, warnings_: Tuple[str, ...]) -> BuildResult:
+    """What the checkpoint at `path` holds, `plan`'s skips and notes."""
     size = sum(os.path.getsize(os.path.join(path, name))
                for name in os.listdir(path))
     evicted = tuple((name, plan.evicted(name)) for name in self.names
                     if plan.evicted(name))
     return BuildResult(
         path=path, episodes=built.episodes, trajectories=built.steps,
-        items=built.items,
-        seconds=time.perf_counter() - started, bytes=size, evicted=evicted,
+        items=built.items, seconds=seconds, bytes=size, evicted=evicted,
         skipped_episodes=len(plan.skipped), skipped=plan.skipped,
-        warnings=plan.warnings, notes=plan.notes)
-
-  def _build(self, plan: BuildPlan, sink, on_built) -> BuildProgress:
-    data = whole_reads.whole(self._data)
-    data = validation.without_episodes(
-        data, [episode.position for episode in plan.skipped])
-    positions = kept_positions(plan.skipped)
-    rows = self.kind.rows(data)
-    planner = plan_lib.Plan(plan.spec, self.item_plan, self.names,
-                            self._options.priority, self._options.chunk_length)
-    return plan_blocks(rows, planner, sink, positions, on_built)
+        warnings=warnings_, notes=plan.notes)
 
 
 class EvictingSink:

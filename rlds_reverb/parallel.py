@@ -528,12 +528,16 @@ def build_shards(dataset: Union[str, Sequence[str]], directory: str, tables,
   `rlds-reverb build --workers N [--servers S]` runs.
 
       dataset --ranges of record files (positions as `load` orders them)-->
-        N processes (one: this one), a contiguous share each: checked as `build_checkpoint`
+        N processes, a contiguous share each: checked as `build_checkpoint`
         checks, converted, planned; episode I -> server I % S; a part per
         server (`checkpoints.parts`, renamed into place once whole)
       -> per server, in the same processes: its parts merged into one
          checkpoint under `parts.server_root(directory, k, S)`
          (`directory` itself when S is 1), DONE last; the parts removed
+
+  With one worker, this process reads the data once and writes each
+  server's checkpoint as its episodes come (`CheckedBuild.write_servers`):
+  no parts, no merge, so S servers cost about what one does.
 
   Args:
     dataset, split, data_dir: as for `rlds_reverb.load`.
@@ -573,23 +577,31 @@ def build_shards(dataset: Union[str, Sequence[str]], directory: str, tables,
   made: List[str] = []
   with _build_pool(workers) as (pool, interrupted):
     try:
-      shares = _each(pool, interrupted, [
-          (_build_share, dataset, split, data_dir, (index, workers),
-           directory, servers, tables, options, on_invalid)
-          for index in range(workers)])
-      _raise_failed('shares', shares)
-      merges = _each(pool, interrupted, [
-          (_merge_server, directory, server, servers,
-           [o.result['parts'][server] for o in shares
-            if server in o.result['parts']],
-           shares[0].result['settings'])
-          for server in range(servers)])
-      made = [o.result['path'] for o in merges if o.result]
-      _raise_failed('merges', merges)
+      if pool is None:  # One process: no parts, no merge.
+        [built] = _each(pool, interrupted, [
+            (_build_servers, dataset, split, data_dir, directory, servers,
+             tables, options, on_invalid)])
+        _raise_failed('shares', [built])
+        results = built.result['results']
+      else:
+        shares = _each(pool, interrupted, [
+            (_build_share, dataset, split, data_dir, (index, workers),
+             directory, servers, tables, options, on_invalid)
+            for index in range(workers)])
+        _raise_failed('shares', shares)
+        merges = _each(pool, interrupted, [
+            (_merge_server, directory, server, servers,
+             [o.result['parts'][server] for o in shares
+              if server in o.result['parts']],
+             shares[0].result['settings'])
+            for server in range(servers)])
+        made = [o.result['path'] for o in merges if o.result]
+        _raise_failed('merges', merges)
+        results = _build_results(shares, merges, servers)
     except BaseException as e:
       if isinstance(e, _Interrupted):
-        made = [o.result['path'] for o in e.outcomes if o.result and
-                'path' in o.result]
+        made = [path for o in e.outcomes if o.result
+                for path in _paths_of(o.result)]
         e.add_note('Nothing was written: every part and new checkpoint '
                    'was removed.')
       for path in made:  # All or nothing: no server gets a new one.
@@ -600,8 +612,9 @@ def build_shards(dataset: Union[str, Sequence[str]], directory: str, tables,
     finally:
       from rlds_reverb.checkpoints import parts  # pylint: disable=g-import-not-at-top,import-outside-toplevel
       parts.remove_parts(directory)
-  results = _build_results(shares, merges, servers,
-                           time.perf_counter() - start)
+  seconds = time.perf_counter() - start
+  results = [dataclasses.replace(result, seconds=seconds)
+             for result in results]
   _warn_capacity([text for result in results for text in result.warnings])
   return results
 
@@ -737,6 +750,33 @@ def _build_share(dataset, split, data_dir, shard, directory, servers, tables,
       notes=list(share.notes)))
 
 
+def _build_servers(dataset, split, data_dir, directory, servers, tables,
+                   options: PushOptions, on_invalid: str) -> ShardOutcome:
+  """In this process (one worker): the data read once, each server's
+  checkpoint written as its episodes come (`CheckedBuild.write_servers`)."""
+  try:
+    with _listen_for_ctrl_c():
+      from rlds_reverb import build as build_lib  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+      from rlds_reverb import sources  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+      from rlds_reverb.push_options import OnInvalid  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+      data = sources.load(dataset, split=split, data_dir=data_dir)
+      job = build_lib.CheckedBuild(data, tables, options,
+                                   OnInvalid(on_invalid))
+      job.check()
+      results = job.write_servers(directory, servers)
+  except (Exception, KeyboardInterrupt) as e:  # pylint: disable=broad-except
+    return _failed('0/1', e, plan=None)
+  return ShardOutcome('0/1', result=dict(results=results))
+
+
+def _paths_of(result: Dict[str, Any]) -> List[str]:
+  """The checkpoints a task's result names: a merge's, or the servers' of
+  a build in this process."""
+  if 'path' in result:
+    return [result['path']]
+  return [built.path for built in result.get('results', ())]
+
+
 def _merge_server(directory, server, servers, part_paths, settings
                   ) -> ShardOutcome:
   """In a worker (or this process, for one): server `server`'s parts merged
@@ -751,7 +791,7 @@ def _merge_server(directory, server, servers, part_paths, settings
   return ShardOutcome(f'server {server}', result=result)
 
 
-def _build_results(shares, merges, servers: int, seconds: float):
+def _build_results(shares, merges, servers: int):
   from rlds_reverb.build import BuildResult  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   from rlds_reverb.checked_push import SkippedEpisode  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   skipped = sorted((SkippedEpisode(**e) for o in shares
@@ -764,7 +804,7 @@ def _build_results(shares, merges, servers: int, seconds: float):
     results.append(BuildResult(
         path=merge.result['path'], episodes=merge.result['episodes'],
         trajectories=merge.result['steps'], items=merge.result['items'],
-        seconds=seconds, bytes=merge.result['bytes'],
+        seconds=0.0, bytes=merge.result['bytes'],
         evicted=tuple(map(tuple, merge.result['evicted'])),
         skipped_episodes=len(mine), skipped=mine,
         warnings=tuple(merge.result['warnings']), notes=notes))

@@ -17,19 +17,23 @@ import sys
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
+import numpy as np  # pylint: disable=g-import-not-at-top
 import pytest  # pylint: disable=g-import-not-at-top
 
 import rlds_reverb  # pylint: disable=g-import-not-at-top
 from rlds_reverb import checkpoints  # pylint: disable=g-import-not-at-top
 from rlds_reverb import parallel  # pylint: disable=g-import-not-at-top
+from rlds_reverb import specs  # pylint: disable=g-import-not-at-top
 from rlds_reverb import tables  # pylint: disable=g-import-not-at-top
 from rlds_reverb.checkpoints import parts  # pylint: disable=g-import-not-at-top
 from rlds_reverb.errors import CheckpointWriteError  # pylint: disable=g-import-not-at-top
+from rlds_reverb.push_options import OnInvalid  # pylint: disable=g-import-not-at-top
 from tests import extras  # pylint: disable=g-import-not-at-top
 from tests import built_servers  # pylint: disable=g-import-not-at-top
 from tests.built_servers import signature  # pylint: disable=unused-import,g-import-not-at-top
 from tests.built_servers import source  # pylint: disable=unused-import,g-import-not-at-top
 from tests import process_tree  # pylint: disable=g-import-not-at-top
+from tests import rlds_data  # pylint: disable=g-import-not-at-top
 from tests import warm_process
 from tests.cli_runs import HANG_GUARD_S  # pylint: disable=g-import-not-at-top
 
@@ -45,10 +49,13 @@ def pushed(source, signature):
   return built_servers.pushed_per_server(source, signature)
 
 
+@pytest.mark.parametrize('workers', [1, 2], ids=['in_process', 'workers'])
 def test_local_workers_build_one_checkpoint_per_server(
-    source, signature, pushed, tmp_path):
+    source, signature, pushed, tmp_path, workers):
+  """Two workers write parts and merge them; one (this process) writes
+  each server's checkpoint as its episodes come: the same items."""
   results = parallel.build_shards(source, tmp_path / 'built', [TABLE],
-                                  workers=2, servers=SERVERS)
+                                  workers=workers, servers=SERVERS)
 
   assert len(results) == SERVERS
   for server_index, result in enumerate(results):
@@ -61,6 +68,42 @@ def test_local_workers_build_one_checkpoint_per_server(
     assert result.episodes == len(LENGTHS[server_index::SERVERS])
     assert result.trajectories == sum(LENGTHS[server_index::SERVERS])
   assert not os.path.exists(tmp_path / 'built' / parts.PARTS)
+
+
+def test_servers_built_in_one_process_share_the_skips_as_the_episodes(
+    tmp_path):
+  """Episode I and its skip go to server I % S; each server's checkpoint
+  holds what a build of its kept episodes alone holds; a server whose
+  episodes were all skipped gets an empty one."""
+  from rlds_reverb import build  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  episode = rlds_data.flat_episode_with
+  # 0 fine, 1 flagged invalid, 2 malformed, 3 empty, 4 fine.
+  episodes = [episode(3, 0), episode(4, 1),
+              episode(4, 2, is_terminal={1: True}), episode(0, 3),
+              episode(5, 4)]
+  data = rlds_data.as_rlds(
+      episodes, [{'invalid': np.bool_(i == 1)} for i in range(5)])
+  job = build.CheckedBuild(data, [TABLE], on_invalid=OnInvalid.SKIP)
+  job.check()
+
+  results = job.write_servers(os.fspath(tmp_path / 'built'), SERVERS)
+
+  assert [[(e.position, e.kind) for e in result.skipped]
+          for result in results] == [[(2, 'terminal_not_last')],
+                                     [(1, 'flagged_invalid'), (3, 'empty')]]
+  assert [(r.episodes, r.trajectories, r.items) for r in results] == [
+      (2, 8, 2 + 4), (0, 0, 0)]
+  signature = specs.table_signature(specs.trajectory_spec(
+      specs.step_format(data).spec))
+  rlds_reverb.build_checkpoint(
+      rlds_data.as_rlds([episodes[0], episodes[4]]), tmp_path / 'alone',
+      [TABLE])
+  assert_same_items(
+      loaded_items(parts.server_root(tmp_path / 'built', 0, SERVERS),
+                   signature),
+      loaded_items(tmp_path / 'alone', signature))
+  assert loaded_items(parts.server_root(tmp_path / 'built', 1, SERVERS),
+                      signature) == []
 
 
 @pytest.mark.slow
