@@ -35,7 +35,7 @@ SKIPPED = {
     ('docs/scaling.md', 'rlds-reverb push --dataset gs://BUCKET/tfds/NAME/1.0.0 --table replay \\'),
     ('docs/scaling.md', 'dask scheduler'),
     # The flow runs in cli.md's page and in tests/test_examples.py.
-    ('docs/scaling.md', 'rlds-reverb build --dataset DIR --out built --table replay --workers 2 --servers 2'),
+    ('docs/scaling.md', 'rlds-reverb build --dataset DIR --out built --table replay --servers 2'),
     ('docs/development.md', 'python -m pytest -q -n 2 tests'),
     ('docs/development.md', 'pip install ".[docs]" && mkdocs build --strict'),
     ('docs/encoded_images_performance.md', 'pip install ".[bench]"'),
