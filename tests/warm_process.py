@@ -206,7 +206,15 @@ def _die_with(pid: int) -> None:
   def wait():
     select.select([pidfd], [], [])
     os.kill(os.getpid(), signal.SIGKILL)
-  threading.Thread(target=wait, daemon=True).start()
+  # Started with the signals a stand-in passes on blocked (a thread keeps
+  # its creator's mask), so that they reach the main thread: one the kernel
+  # gave this thread set Python's flag but did not wake a main thread
+  # asleep in C (`time.sleep`), and a Ctrl-C waited out the sleep.
+  previous = signal.pthread_sigmask(signal.SIG_BLOCK, _PASSED_ON)
+  try:
+    threading.Thread(target=wait, daemon=True).start()
+  finally:
+    signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def same_imports(env: dict, zygote_env: dict) -> bool:
