@@ -361,8 +361,7 @@ class CheckedBuild:
     settings = tuple(tables_lib.settings(table, signature)
                      for table in self._tables)
     # The plan checks chunk_length against the columns, before any read.
-    plan_lib.Plan(spec, self.item_plan, self.names, self._options.priority,
-                  self._options.chunk_length)
+    self._new_planner(spec)
     plan = BuildPlan(spec, settings, notes=tuple(step_format.notes()))
     plan = self._read_ahead(plan, on_read)
     self._plan = plan
@@ -383,11 +382,10 @@ class CheckedBuild:
           f'written.') from e
     skipped = skipped_episodes(report, self._on_invalid)
     left_out = {episode.position for episode in skipped}
-    kept = [length for position, length in enumerate(report.lengths)
-            if position not in left_out]
-    items_of = [self._items_of(length) for length in kept]
     positions = [position for position in range(len(report.lengths))
                  if position not in left_out]
+    kept = [report.lengths[position] for position in positions]
+    items_of = [self._items_of(length) for length in kept]
     plan = dataclasses.replace(plan, skipped=skipped, items=sum(items_of),
                                kept=tuple(zip(positions, items_of)))
     short = None
@@ -422,10 +420,14 @@ class CheckedBuild:
                         plan.warnings)
 
   def _build(self, plan: BuildPlan, sink, on_built) -> BuildProgress:
-    planner = plan_lib.Plan(plan.spec, self.item_plan, self.names,
-                            self._options.priority, self._options.chunk_length)
-    return plan_blocks(self._kept_rows(plan), planner, sink,
-                       kept_positions(plan.skipped), on_built)
+    return plan_blocks(self._kept_rows(plan), self._new_planner(plan.spec),
+                       sink, kept_positions(plan.skipped), on_built)
+
+  def _new_planner(self, spec) -> plan_lib.Plan:
+    """A plan of the chunks and items push's writer would leave, for items
+    of `spec` (it checks chunk_length against the columns)."""
+    return plan_lib.Plan(spec, self.item_plan, self.names,
+                         self._options.priority, self._options.chunk_length)
 
   def _kept_rows(self, plan: BuildPlan):
     """(index among the episodes kept, rows) of each episode kept."""
@@ -470,10 +472,7 @@ class CheckedBuild:
   def _build_servers(self, plan: BuildPlan, sinks) -> List[BuildProgress]:
     """Plans each kept episode with its server's plan, into its sink."""
     servers = len(sinks)
-    planners = [plan_lib.Plan(plan.spec, self.item_plan, self.names,
-                              self._options.priority,
-                              self._options.chunk_length)
-                for _ in sinks]
+    planners = [self._new_planner(plan.spec) for _ in sinks]
     steps = [0] * servers
     positions = kept_positions(plan.skipped)
     for index, rows in self._kept_rows(plan):

@@ -731,7 +731,7 @@ def _raise_failed(what: str, outcomes: Sequence[ShardOutcome]) -> None:
 
 def _build_share(dataset, split, data_dir, shard, directory, servers, tables,
                  options: PushOptions, on_invalid: str) -> ShardOutcome:
-  """In a worker (or this process, for one): share `shard` (index, count)
+  """In a worker (one of two or more): share `shard` (index, count)
   of the data's ranges, as a part per server."""
   shard_text = '/'.join(map(str, shard))
   try:
@@ -779,7 +779,7 @@ def _paths_of(result: Dict[str, Any]) -> List[str]:
 
 def _merge_server(directory, server, servers, part_paths, settings
                   ) -> ShardOutcome:
-  """In a worker (or this process, for one): server `server`'s parts merged
+  """In a worker (one of two or more): server `server`'s parts merged
   into its checkpoint."""
   try:
     with _listen_for_ctrl_c():
