@@ -22,6 +22,7 @@ SHIPPED = {
     'KeyDistributionOptions': schema_pb2.KeyDistributionOptions,
     'Prioritized': schema_pb2.KeyDistributionOptions.Prioritized,
     'Heap': schema_pb2.KeyDistributionOptions.Heap,
+    'TableInfo': schema_pb2.TableInfo,
     'RateLimiterCheckpoint': checkpoint_pb2.RateLimiterCheckpoint,
     'PriorityTableCheckpoint': checkpoint_pb2.PriorityTableCheckpoint,
     'Timestamp': timestamp_pb2.Timestamp,

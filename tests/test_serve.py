@@ -20,7 +20,7 @@ import reverb
 import rlds_reverb
 from rlds_reverb import checkpoints
 from rlds_reverb._util import wording
-from rlds_reverb.cli import serve as serve_cli
+from rlds_reverb.cli import serve_loop
 from tests import reverb_tables
 from tests import rlds_data
 from tests.cli_data import CLEAN
@@ -463,6 +463,9 @@ def test_the_stop_line_says_what_is_discarded(sizes, text):
           writer.append({'x': np.float32(1)})
           writer.create_item(name, 1.0, {'x': writer.history['x'][-1]})
         writer.flush(timeout_ms=10_000)
-    assert serve_cli._discarded_text(client, list(sizes)) == text  # pylint: disable=protected-access
+    assert serve_loop.discarded_text(
+        lambda: {name: info.current_size
+                 for name, info in client.server_info(timeout=5).items()},
+        list(sizes)) == text
   finally:
     server.stop()

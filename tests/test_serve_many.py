@@ -106,12 +106,13 @@ class ServeMany:
     return self.stderr()
 
   def servers(self):
-    """Its server processes' pids (its children), in start order."""
+    """Its server processes' pids (its children started as servers, not
+    the checker of the dataset), in start order."""
     pids = []
     for task in os.listdir(f'/proc/{self.process.pid}/task'):
       with open(f'/proc/{self.process.pid}/task/{task}/children') as file:
         pids += [int(pid) for pid in file.read().split()]
-    return sorted(pids)
+    return sorted(pid for pid in pids if '--as-server' in _command_line(pid))
 
   def finish(self) -> int:
     self.process.communicate(timeout=HANG_GUARD_S)
@@ -148,6 +149,10 @@ def test_one_serve_starts_every_server_of_a_build_and_stops_them(
     assert {field['field'] for field in listed['signature']} >= {
         'step_type', 'observation', 'action', 'reward', 'discount'}
     assert len(serve.servers()) == SERVERS
+    for pid in serve.servers():  # Loaded without TensorFlow's Python.
+      assert '--parent-checks' in _command_line(pid)
+      assert _PYWRAP_TENSORFLOW not in pathlib.Path(
+          f'/proc/{pid}/maps').read_text()
 
     os.kill(serve.process.pid, signal.SIGUSR1)
     serve.wait_for('checkpoint written to', SERVERS)
@@ -168,6 +173,37 @@ def test_one_serve_starts_every_server_of_a_build_and_stops_them(
   assert stderr.endswith('rlds-reverb: all 2 servers stopped\n'), stderr
   assert not (own / 'servers.json').exists()
   assert tree(built) == before
+
+
+# The library `import tensorflow` loads; `reverb_native` loads only its C++.
+_PYWRAP_TENSORFLOW = '_pywrap_tensorflow_internal'
+
+
+def _command_line(pid: int) -> list:
+  return pathlib.Path(f'/proc/{pid}/cmdline').read_text().split('\0')
+
+
+def test_a_dataset_the_build_does_not_fit_stops_every_server_unwritten(
+    dataset, built, tmp_path):  # pylint: disable=redefined-outer-name
+  """The parent checks the dataset while the servers load: served as n-step
+  transitions, the build's trajectories are refused, naming the server and
+  the option; every server is stopped, exit 2, and none checkpoints into
+  --checkpoint-dir what the dataset does not fit."""
+  own = tmp_path / 'own'
+  serve = ServeMany(dataset, tmp_path / 'stderr', '--from-checkpoint', built,
+                    '--checkpoint-dir', own, '--n-step')
+  try:
+    assert serve.finish() == 2, serve.stderr()
+  finally:
+    serve.kill()
+  stderr = serve.stderr()
+  assert ("rlds-reverb: error: server 0 of 2: The checkpoint's table "
+          f"{TABLE!r} does not fit the dataset (its items are trajectories: "
+          'serve without --n-step):') in stderr, stderr
+  assert 'checkpoint written to' not in stderr
+  for k in range(SERVERS):
+    assert not directories.find(own / _root(k)).complete
+  assert not (own / 'servers.json').exists()
 
 
 def _as_own_checkpoints(built, own):  # pylint: disable=redefined-outer-name

@@ -16,7 +16,7 @@ import rlds_reverb
 from rlds_reverb import cli
 from rlds_reverb import tables
 from rlds_reverb._util import wording
-from rlds_reverb.cli import serve
+from rlds_reverb.cli import serve_checks
 from rlds_reverb.cli import tables as table_flags
 from rlds_reverb.write import capacity
 from rlds_reverb.write import memory
@@ -376,7 +376,7 @@ def test_memory_lines_of_unbounded_and_unsized_tables():
          'text': tf.TensorSpec([], tf.string)}
   per_item = 1600 + 20736 + 915 / 2 + 915 / 32
   in_order = {name: infos[name] for name in ('bounded', 'unbounded')}
-  assert serve.memory_lines(row, in_order) == [
+  assert serve_checks.memory_lines(row, in_order) == [
       "memory estimate: table 'bounded': about 23 KB per item; max_size "
       f'1,000 -> about {wording.size(per_item * 1000)}',
       "memory estimate: table 'unbounded': about 23 KB per item; max_size "

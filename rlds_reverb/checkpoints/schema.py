@@ -5,7 +5,7 @@ Declared here, by field number, instead of importing Reverb's generated
 modules: reading a checkpoint then needs protobuf alone, and protobuf skips
 the fields left out. Sources (dm-reverb 0.14.0): `reverb/cc/schema.proto`
 (ChunkData, SequenceRange, FlatTrajectory, PrioritizedItem,
-KeyDistributionOptions),
+KeyDistributionOptions, and TableInfo for `reverb_native`),
 `reverb/cc/checkpointing/checkpoint.proto` (PriorityTableCheckpoint,
 RateLimiterCheckpoint); TensorFlow's `tensor.proto`, `tensor_shape.proto`;
 protobuf's `timestamp.proto`. `tests/test_checkpoint_schema.py` checks each
@@ -56,6 +56,9 @@ FIELDS = {
         ('is_deterministic', 7, 'bool', None)],
     'Prioritized': [('priority_exponent', 1, 'double', None)],
     'Heap': [('min_heap', 1, 'bool', None)],
+    'TableInfo': [('max_size', 3, 'int64', None),  # What a server answers.
+                  ('current_size', 7, 'int64', None),
+                  ('name', 8, 'string', None)],
     # reverb/cc/checkpointing/checkpoint.proto
     'RateLimiterCheckpoint': [('samples_per_insert', 2, 'double', None),
                               ('min_diff', 3, 'double', None),

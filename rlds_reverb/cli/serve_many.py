@@ -19,11 +19,15 @@ started, watched and stopped as one.
                           --keep-going
 
 A child is a serve of its own: every check, message and signal of one
-server holds for each, and its lines come out prefixed 'server K of S'. It
-ends with this process (`lifeline`), so a killed parent leaves no server
-behind. BUILT is only read, as one serve reads a seed: a build handed as
---checkpoint-dir is refused, since each server's first checkpoint would
-delete it.
+server holds for each, and its lines come out prefixed 'server K of S'. When
+every server loads a checkpoint holding just the tables served (a build, or
+the servers' own checkpoints), the children load it without TensorFlow
+(`serve_native`, `--parent-checks`) and one more process, the checker,
+checks the dataset against every checkpoint once as they load: they are
+ready when both are done. A child ends with this process (`lifeline`), so a killed
+parent leaves no server behind. BUILT is only read, as one serve reads a
+seed: a build handed as --checkpoint-dir is refused, since each server's
+first checkpoint would delete it.
 """
 
 import dataclasses
@@ -46,6 +50,8 @@ from rlds_reverb.cli import output
 from rlds_reverb.errors import AddressError
 
 SERVERS_FILE = 'servers.json'
+# The line a child whose parent checks the dataset waits for on its stdin.
+CHECKED = 'checked'
 # How often the main thread looks at signals and its children.
 _POLL_S = 0.2
 
@@ -163,13 +169,16 @@ def become_server(args) -> None:
     args.port += server
 
 
-def ready_record(port: int, info, names: List[str], signature) -> str:
-  """The one stdout line of a child once it serves: what the parent reads."""
+def ready_record(port: int, items: Dict[str, int], max_sizes: Dict[str, int],
+                 signature: Optional[List[Dict[str, Any]]]) -> str:
+  """The one stdout line of a child once it serves: what the parent reads.
+  `signature`: its fields (`output.spec_fields`), or None where the parent
+  checks the dataset (`serve_native`)."""
   return json.dumps({
       'port': port,
-      'tables': {name: {'items': info[name].current_size,
-                        'max_size': info[name].max_size} for name in names},
-      'signature': output.spec_fields(signature)})
+      'tables': {name: {'items': items[name], 'max_size': max_sizes[name]}
+                 for name in items},
+      'signature': signature})
 
 
 # --- In the parent: start, watch, stop. --------------------------------------
@@ -177,16 +186,20 @@ def ready_record(port: int, info, names: List[str], signature) -> str:
 class _Child:
   """One server process, its lines read by two threads into `events`."""
 
-  def __init__(self, args, layout: Layout, server: int, events: queue.Queue):
+  def __init__(self, args, layout: Layout, server: int, events: queue.Queue,
+               parent_checks: bool):
     self.server = server
     self.name = layout.name(server)
     self.ready: Optional[Dict[str, Any]] = None
     self.reported = False
     command = [sys.executable, '-m', 'rlds_reverb', *args.argv,
                '--as-server', f'{server}:{layout.servers}:{os.getpid()}']
+    if parent_checks:
+      command.append('--parent-checks')
     self.process = subprocess.Popen(
-        command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, bufsize=1)
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdin=subprocess.PIPE if parent_checks else subprocess.DEVNULL,
+        bufsize=1)
     self._readers = [
         threading.Thread(target=self._read_records, args=(events,),
                          daemon=True),
@@ -208,6 +221,14 @@ class _Child:
       output.note(f'{self.name}: '
                   f'{line[len(prefix):] if line.startswith(prefix) else line}')
 
+  def tell(self, line: str) -> None:
+    """A line to the child's stdin (`serve_native.CHECKED`)."""
+    try:
+      self.process.stdin.write(f'{line}\n')
+      self.process.stdin.flush()
+    except (BrokenPipeError, OSError, ValueError):
+      pass  # Ended: `_Watch.look` says so.
+
   def signal(self, signum: int) -> None:
     if self.process.poll() is None:
       try:
@@ -226,15 +247,18 @@ class _Child:
     return f'localhost:{self.ready["port"]}' if self.ready else None
 
 
-def run(args, layout: Layout, requests) -> int:
+def run(args, layout: Layout, requests, parent_checks: bool) -> int:
   """Serves `layout`'s servers until `requests.stop`, or one ends unasked.
-  `requests`: serve's signal flags, installed before the children start."""
+  `requests`: serve's signal flags, installed before the children start.
+  `parent_checks`: a checker process checks the dataset for every server
+  as they load (`serve_native`); else each child checks its own."""
   start = time.monotonic()
   events = queue.Queue()
   output.note(_starting_text(layout))
-  children = [_Child(args, layout, server, events)
+  children = [_Child(args, layout, server, events, parent_checks)
               for server in range(layout.servers)]
-  watch = _Watch(layout, children, args.keep_going)
+  checker = _Checker(args, layout, events) if parent_checks else None
+  watch = _Watch(layout, children, args.keep_going, checker)
   try:
     while watch.running():
       _take_events(events, watch, start)
@@ -249,17 +273,73 @@ def run(args, layout: Layout, requests) -> int:
   finally:
     watch.stop()
     codes = [child.finish() for child in children]
+    if checker is not None:
+      checker.finish()
     _remove(watch.servers_file)
   code = watch.exit_code(codes)
   if code == output.EXIT_OK:
     output.note(f'all {layout.servers} servers stopped'
-                f'{_not_ready_text(children)}')
+                f'{_not_ready_text(children, watch.checked)}')
   return code
 
 
-def _not_ready_text(children: List['_Child']) -> str:
-  """' (server 1 of 2 before it was ready)' for a stop during the start."""
-  waiting = [child.name for child in children if not child.ready]
+class _Checker:
+  """The process that checks the dataset for every server (`serve_native`):
+  its lines passed on as they come; its outcome an event, as the
+  children's ready records are: ('checked', the signature's fields), or
+  ('refused', its exit code) once it said why."""
+
+  def __init__(self, args, layout: Layout, events: queue.Queue):
+    command = [sys.executable, '-m', 'rlds_reverb', *args.argv,
+               '--check-servers', f'{layout.servers}:{os.getpid()}']
+    self.process = subprocess.Popen(
+        command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, bufsize=1)
+    self._events = events
+    self._readers = [threading.Thread(target=self._read_record, daemon=True),
+                     threading.Thread(target=self._pass_lines, daemon=True)]
+    for reader in self._readers:
+      reader.start()
+
+  def _read_record(self) -> None:
+    """Its record, printed once every check passed, is the outcome; no
+    record by its end, a refusal."""
+    for line in self.process.stdout:
+      try:
+        record = json.loads(line)
+      except json.JSONDecodeError:
+        output.note(line.rstrip())
+        continue
+      self._events.put((None, ('checked', record)))
+      break
+    else:
+      self._events.put((None, ('refused', self.process.wait())))
+      return
+    self.process.stdout.read()
+    self.process.wait()  # Reaped at once: it ends as soon as it printed.
+
+  def _pass_lines(self) -> None:
+    for line in self.process.stderr:
+      print(line, end='', file=sys.stderr, flush=True)
+
+  def stop(self) -> None:
+    if self.process.poll() is None:
+      try:
+        self.process.terminate()
+      except ProcessLookupError:
+        pass
+
+  def finish(self) -> None:
+    self.process.wait()
+    for reader in self._readers:
+      reader.join()
+
+
+def _not_ready_text(children: List['_Child'], checked: bool) -> str:
+  """' (server 1 of 2 before it was ready)' for a stop during the start
+  (all of them, if the dataset's check was not done)."""
+  waiting = [child.name for child in children
+             if not (child.ready and checked)]
   if not waiting:
     return ''
   return (f' ({wording.listed(waiting)} before '
@@ -281,7 +361,10 @@ def _take_events(events: queue.Queue, watch: '_Watch', start: float) -> None:
       child, record = events.get(timeout=_POLL_S)
     except queue.Empty:
       return
-    watch.on_ready(child, record, time.monotonic() - start)
+    if child is None:
+      watch.on_checked(*record, seconds=time.monotonic() - start)
+    else:
+      watch.on_ready(child, record, time.monotonic() - start)
 
 
 class _Watch:
@@ -289,10 +372,15 @@ class _Watch:
   it is stopping, and why."""
 
   def __init__(self, layout: Layout, children: List[_Child],
-               keep_going: bool):
+               keep_going: bool, checker: Optional[_Checker]):
     self.layout = layout
     self.children = children
     self.keep_going = keep_going
+    self.checker = checker
+    # The dataset's check passed (or is the children's own).
+    self.checked = checker is None
+    self.signature: Optional[List[Dict[str, Any]]] = None  # The parent's.
+    self.refused: Optional[int] = None  # The checker's exit code, if it refused.
     self.stopping = False
     self.lost: List[int] = []  # Exit codes of servers that ended unasked.
     self.servers_file: Optional[str] = None
@@ -309,7 +397,26 @@ class _Watch:
                       for name, table in record['tables'].items())
     output.note(f'{child.name} ready on port {record["port"]}: {items} '
                 f'({seconds:.1f} s)')
-    if all(other.ready for other in self.children):
+    self._maybe_all_ready(seconds)
+
+  def on_checked(self, outcome: str, value, seconds: float) -> None:
+    """The checker's outcome: passed (`value`: the signature's fields),
+    each child told; or, unless stopping, refused (`value`: its exit code;
+    it said why), every server stopped, exit 2."""
+    if outcome == 'refused':
+      if not self.stopping:
+        self.refused = value
+        self.stop()
+      return
+    self.checked = True
+    self.signature = value
+    for child in self.children:
+      child.tell(CHECKED)
+    self._maybe_all_ready(seconds)
+
+  def _maybe_all_ready(self, seconds: float) -> None:
+    if (self.checked and not self.stopping and
+        all(child.ready for child in self.children)):
       self._all_ready(seconds)
 
   def _all_ready(self, seconds: float) -> None:
@@ -318,7 +425,8 @@ class _Watch:
     total = sum(table['items'] for record in ready
                 for table in record['tables'].values())
     if self.layout.servers_file:
-      _write_servers_file(self.layout.servers_file, self.children)
+      _write_servers_file(self.layout.servers_file, self.children,
+                          self.signature)
       self.servers_file = self.layout.servers_file
       said = (f'; addresses, tables and signature in '
               f'{self.layout.servers_file}')
@@ -339,6 +447,8 @@ class _Watch:
     if self.stopping:
       return
     self.stopping = True
+    if self.checker is not None:
+      self.checker.stop()
     for child in self.children:
       child.signal(signal.SIGTERM)
 
@@ -362,6 +472,9 @@ class _Watch:
   def exit_code(self, codes: List[int]) -> int:
     """0 for servers that stopped when told to: a server told to stop
     while it starts, before its own handlers, ends by the SIGTERM itself."""
+    if self.refused is not None:
+      return (output.EXIT_USAGE if self.refused == output.EXIT_USAGE
+              else output.EXIT_FAILURE)
     if output.EXIT_USAGE in self.lost:
       return output.EXIT_USAGE
     stopped = (0, -signal.SIGTERM) if self.stopping else (0,)
@@ -376,14 +489,16 @@ def _status(code: int) -> str:
   return f'exit code {code}'
 
 
-def _write_servers_file(path: str, children: List[_Child]) -> None:
-  """Written whole or not at all (a reader never sees half of it)."""
+def _write_servers_file(path: str, children: List[_Child],
+                        signature: Optional[List[Dict[str, Any]]]) -> None:
+  """Written whole or not at all (a reader never sees half of it).
+  `signature`: the parent's, or None: the children's."""
   ready = [child.ready for child in children]
   record = {
       'servers': [{'server': child.server, 'address': child.address,
                    'tables': child.ready['tables']} for child in children],
       'tables': list(ready[0]['tables']),
-      'signature': ready[0]['signature'],
+      'signature': signature or ready[0]['signature'],
   }
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   partial = f'{path}.partial'

@@ -1,0 +1,210 @@
+"""A serve of many servers whose servers load without TensorFlow, while one
+checker process checks the dataset for all of them.
+
+    parent   parent_checks(args, layout): whether every server starts from
+             a checkpoint holding exactly the tables served; then
+             `serve_many` starts, beside the servers, ...
+    checker  check(args) (`--check-servers S:PID`): imports TensorFlow once,
+             signs the dataset, and checks each server's checkpoint against
+             it (the checks one serve makes before its load), saying the
+             ignored options and the memory; its one stdout line is the
+             signature's fields; exit 2, naming the server, if one does not
+             fit. It ends once done: its TensorFlow (~500 MB) is not held
+             while the servers serve
+    child    run(args) (`--as-server K:S:PID --parent-checks`): a
+             `reverb_native.LoadedServer` of its checkpoint, no TensorFlow;
+             its files read whole first; the ready record; then serves.
+             It writes a checkpoint (SIGUSR1, stop with --checkpoint-dir)
+             only once the parent wrote 'checked' to its stdin: data the
+             dataset does not fit is never copied into the server's root
+
+Why: each server imported TensorFlow (~6 CPU-s, ~250 MB) to check what one
+process can check for all. Otherwise (a server with no checkpoint yet, a
+table served that its checkpoint lacks, another dm-reverb) each child is a
+whole serve, as before.
+"""
+
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+from typing import List, Optional
+
+from rlds_reverb import reverb_native
+from rlds_reverb._util import lifeline
+from rlds_reverb.checkpoints import loading
+from rlds_reverb.checkpoints import parts
+from rlds_reverb.cli import options
+from rlds_reverb.cli import output
+from rlds_reverb.cli import serve_checkpoints
+from rlds_reverb.cli import serve_checks
+from rlds_reverb.cli import serve_loop
+from rlds_reverb.cli import serve_many
+from rlds_reverb.cli import tables as table_flags
+
+@dataclasses.dataclass(frozen=True)
+class _Server:
+  """What the parent knows of server K before it starts."""
+  name: str  # 'server K of S'
+  plan: serve_checkpoints.Start
+  load: loading.CheckpointLoad
+
+
+# --- In the parent, and in its checker. ----------------------------------------
+
+def parent_checks(args, layout: serve_many.Layout) -> bool:
+  """Whether every server can load without TensorFlow, the dataset checked
+  by a checker process (`check`); else each child checks its own."""
+  try:
+    reverb_native.check_version()
+  except reverb_native.NativeUnavailable:
+    return False
+  return _servers(args, layout.servers) is not None
+
+
+def _servers(args, servers: int) -> Optional[List[_Server]]:
+  names = [table.name for table in table_flags.table_options(args)]
+  found = [_server_of(args, servers, server, names)
+           for server in range(servers)]
+  return None if None in found else found
+
+
+def _server_of(args, servers: int, server: int,
+               names: List[str]) -> Optional[_Server]:
+  """Server K's start, if it loads a checkpoint holding just `names`. A
+  problem is left to the child, which says it as a whole serve does."""
+  def root(given):
+    return given and parts.server_root(given, server, servers)
+  try:
+    plan = serve_checkpoints.start(root(args.checkpoint_dir),
+                                   root(args.from_checkpoint))
+    load = serve_checks.checkpoint_to_load(plan, names)
+  except output.CliError:
+    return None
+  if load is None or sorted(load.tables) != sorted(names):
+    return None
+  return _Server(name=f'server {server} of {servers}', plan=plan, load=load)
+
+
+def check(args) -> int:
+  """The checker (`--check-servers S:PID`): signs the dataset (TensorFlow)
+  and checks each server's checkpoint, its lines prefixed by server; prints
+  the signature's fields as its one stdout line. `output.CliError` (exit
+  2), naming the server, if one does not fit. Ctrl-C is the parent's to
+  handle: it stops this process with SIGTERM."""
+  signal.signal(signal.SIGINT, signal.SIG_IGN)
+  servers, parent = (int(part) for part in args.check_servers.split(':'))
+  lifeline.end_with_parent(parent)
+  for failed, message in options.image_usage_problems(args):
+    if failed:
+      raise output.CliError(message, output.EXIT_USAGE)
+  found = _servers(args, servers)
+  if found is None:
+    raise output.CliError('the servers changed since the serve started')
+  dataset = serve_checks.dataset_signature(args)
+  output.note_data(dataset.notes)
+  measured = serve_checks.measured_frames(args, dataset.rlds_data)
+  for server in found:
+    try:
+      serve_checks.check_checkpoint_signatures(server.load, dataset.signature,
+                                               dataset.hint)
+    except output.CliError as e:
+      raise output.CliError(f'{server.name}: {e}', output.EXIT_USAGE) from e
+    lines = serve_checkpoints.ignored_options_lines(args, server.load)
+    held = {settings.name: settings for settings in server.load.settings}
+    lines += serve_checks.memory_lines(dataset.row_spec, held, measured)
+    for line in lines:
+      output.note(f'{server.name}: {line}')
+  print(json.dumps(output.spec_fields(dataset.signature)), flush=True)
+  sys.stderr.flush()
+  # Nothing to clean up; TensorFlow's own teardown takes seconds of the CPU
+  # that the loading servers need.
+  os._exit(output.EXIT_OK)  # pylint: disable=protected-access
+
+
+# --- In each child. ------------------------------------------------------------
+
+def run(args) -> int:
+  """Server K of a serve of many (`become_server` made `args` its own),
+  loading its checkpoint without TensorFlow, until SIGINT or SIGTERM."""
+  names = [table.name for table in table_flags.table_options(args)]
+  serve_checks.check_port(args.port)
+  plan = serve_checkpoints.start(args.checkpoint_dir, args.from_checkpoint)
+  if plan.own is not None:
+    _say(serve_checkpoints.incomplete_text(plan.own))
+  load = serve_checks.checkpoint_to_load(plan, names)
+  serve_checks.check_files(load.path)
+  requests = serve_loop.Requests()
+  requests.install()
+  checked = _Checked()
+  output.note(serve_checks.loading_text(load, plan))
+  _say(serve_checkpoints.where_text(plan))
+  root = plan.own.root if plan.own is not None else tempfile.mkdtemp()
+  try:
+    server = _start(args, names, root, plan)
+    try:
+      sizes = server.sizes()
+      output.note(serve_checks.restored_text(plan, sizes, names))
+      print(serve_many.ready_record(
+          server.port, {name: sizes[name].current_size for name in names},
+          {name: sizes[name].max_size for name in names}, None), flush=True)
+      serve_loop.serve_until_stopped(requests, server, args.checkpoint_dir,
+                                     checked.is_set)
+      _stop_text(server, names, args.checkpoint_dir, checked.is_set())
+    finally:
+      server.stop()
+  finally:
+    if plan.own is None:
+      shutil.rmtree(root, ignore_errors=True)
+  return output.EXIT_OK
+
+
+class _Checked:
+  """Whether the parent said the dataset fits: a thread reads its stdin."""
+
+  def __init__(self):
+    self._event = threading.Event()
+    threading.Thread(target=self._read, daemon=True).start()
+
+  def _read(self) -> None:
+    for line in sys.stdin:
+      if line.strip() == serve_many.CHECKED:
+        self._event.set()
+
+  def is_set(self) -> bool:
+    return self._event.is_set()
+
+
+def _start(args, names: List[str], root: str,
+           plan: serve_checkpoints.Start) -> reverb_native.LoadedServer:
+  port = args.port or reverb_native.free_port()
+  try:
+    return reverb_native.LoadedServer(names, port, root, plan.seed)
+  except (RuntimeError, ValueError, reverb_native.NativeUnavailable) as e:
+    raise output.CliError(
+        f'Could not start a Reverb server on port {port} from checkpoint '
+        f'{plan.load_path}: {output.error_line(e)}') from e
+
+
+def _stop_text(server: reverb_native.LoadedServer, names: List[str],
+               checkpoint_dir: Optional[str], checked: bool) -> None:
+  if not checkpoint_dir:
+    output.note(serve_loop.discarded_text(
+        lambda: {name: size.current_size
+                 for name, size in server.sizes(5).items()}, names))
+  elif not checked:
+    output.note('stopped before the dataset was checked against the '
+                'checkpoint: no checkpoint written')
+  else:
+    path = serve_loop.checkpoint(server, checkpoint_dir)
+    output.note(f'checkpoint written to {path}')
+
+
+def _say(text: Optional[str]) -> None:
+  if text:
+    output.note(text)
+
