@@ -96,8 +96,13 @@ def _load():
 
 
 def free_port() -> int:
-  """A port nobody listens on now, as `portpicker` gives `reverb.Server`."""
-  with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as probe:
+  """A port nobody listens on now, as `portpicker` gives `reverb.Server`
+  (Reverb binds [::], so IPv6 first)."""
+  try:
+    probe = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+  except OSError:
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+  with probe:
     probe.bind(('', 0))
     return probe.getsockname()[1]
 

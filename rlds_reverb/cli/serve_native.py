@@ -137,6 +137,9 @@ def run(args) -> int:
   if plan.own is not None:
     _say(serve_checkpoints.incomplete_text(plan.own))
   load = serve_checks.checkpoint_to_load(plan, names)
+  if load is None:  # The parent saw one: it was removed since.
+    raise output.CliError(f'no checkpoint to load in {args.checkpoint_dir} '
+                          f'or {args.from_checkpoint} any more')
   serve_checks.check_files(load.path)
   requests = serve_loop.Requests()
   requests.install()
@@ -197,8 +200,8 @@ def _stop_text(server: reverb_native.LoadedServer, names: List[str],
         lambda: {name: size.current_size
                  for name, size in server.sizes(5).items()}, names))
   elif not checked:
-    output.note('stopped before the dataset was checked against the '
-                'checkpoint: no checkpoint written')
+    output.note("stopped before the dataset's check passed: no checkpoint "
+                'written')
   else:
     path = serve_loop.checkpoint(server, checkpoint_dir)
     output.note(f'checkpoint written to {path}')
