@@ -156,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
   serve_checks.check_port(args.port)
   plan = serve_checkpoints.start(args.checkpoint_dir, args.from_checkpoint)
   if plan.own is not None:
-    _say(serve_checkpoints.incomplete_text(plan.own))
+    serve_loop.say(serve_checkpoints.incomplete_text(plan.own))
   load = serve_checks.checkpoint_to_load(
       plan, [table.name for table in configured])
   import reverb  # pylint: disable=g-import-not-at-top,import-outside-toplevel
@@ -171,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
     for line in serve_checkpoints.ignored_options_lines(args, load):
       output.note(line)
     output.note(serve_checks.loading_text(load, plan))
-  _say(serve_checkpoints.where_text(plan))
+  serve_loop.say(serve_checkpoints.where_text(plan))
   checkpointer = serve_checkpoints.Checkpointer(reverb, plan)
   try:
     server = _start(reverb, args, configured, signature, plan,
@@ -211,11 +211,6 @@ def run(args: argparse.Namespace) -> int:
     server.stop()
     checkpointer.close()
   return output.EXIT_OK
-
-
-def _say(text: Optional[str]) -> None:
-  if text:
-    output.note(text)
 
 
 def port_number(text: str) -> Optional[int]:

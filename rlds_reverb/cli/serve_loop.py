@@ -7,7 +7,7 @@ acts on them (checkpoint on SIGUSR1, stop on SIGINT and SIGTERM).
 
 import signal
 import time
-from typing import Callable, Dict, Sequence
+from typing import Callable, Dict, Optional, Sequence
 
 from rlds_reverb._util import wording
 
@@ -15,6 +15,12 @@ from rlds_reverb.cli import output
 
 # How often the main thread looks at what the signals asked for.
 _POLL_S = 0.2
+
+
+def say(text: Optional[str]) -> None:
+  """A note, if there is one to say."""
+  if text:
+    output.note(text)
 
 
 class Requests:

@@ -24,8 +24,8 @@ every server loads a checkpoint holding just the tables served (a build, or
 the servers' own checkpoints), the children load it without TensorFlow
 (`serve_native`, `--parent-checks`) and one more process, the checker,
 checks the dataset against every checkpoint once as they load: they are
-ready when both are done. A child ends with this process (`lifeline`), so a killed
-parent leaves no server behind. BUILT is only read, as one serve reads a
+ready when both are done. A child ends with this process (`lifeline`), so
+a killed parent leaves no server behind. BUILT is only read, as one serve reads a
 seed: a build handed as --checkpoint-dir is refused, since each server's
 first checkpoint would delete it.
 """
@@ -159,14 +159,17 @@ def become_server(args) -> None:
   own serve, and this process tied to its parent's life."""
   server, servers, parent = (int(part) for part in args.as_server.split(':'))
   lifeline.end_with_parent(parent)
-  if args.from_checkpoint:
-    args.from_checkpoint = parts.server_root(args.from_checkpoint, server,
-                                             servers)
-  if args.checkpoint_dir:
-    args.checkpoint_dir = parts.server_root(args.checkpoint_dir, server,
-                                            servers)
+  args.checkpoint_dir, args.from_checkpoint = roots_of_server(args, server,
+                                                           servers)
   if args.port is not None:
     args.port += server
+
+
+def roots_of_server(args, server: int, servers: int):
+  """Server K's (--checkpoint-dir, --from-checkpoint): OWN/server-K-of-S and
+  BUILT/server-K-of-S, each None where not given."""
+  return tuple(given and parts.server_root(given, server, servers)
+               for given in (args.checkpoint_dir, args.from_checkpoint))
 
 
 def ready_record(port: int, items: Dict[str, int], max_sizes: Dict[str, int],

@@ -3,7 +3,7 @@ checker process checks the dataset for all of them.
 
     parent   parent_checks(args, layout): whether every server starts from
              a checkpoint holding exactly the tables served; then
-             `serve_many` starts, beside the servers, ...
+             `serve_many` starts the checker beside the servers
     checker  check(args) (`--check-servers S:PID`): imports TensorFlow once,
              signs the dataset, and checks each server's checkpoint against
              it (the checks one serve makes before its load), saying the
@@ -37,7 +37,6 @@ from typing import List, Optional
 from rlds_reverb import reverb_native
 from rlds_reverb._util import lifeline
 from rlds_reverb.checkpoints import loading
-from rlds_reverb.checkpoints import parts
 from rlds_reverb.cli import options
 from rlds_reverb.cli import output
 from rlds_reverb.cli import serve_checkpoints
@@ -50,7 +49,6 @@ from rlds_reverb.cli import tables as table_flags
 class _Server:
   """What the parent knows of server K before it starts."""
   name: str  # 'server K of S'
-  plan: serve_checkpoints.Start
   load: loading.CheckpointLoad
 
 
@@ -77,17 +75,15 @@ def _server_of(args, servers: int, server: int,
                names: List[str]) -> Optional[_Server]:
   """Server K's start, if it loads a checkpoint holding just `names`. A
   problem is left to the child, which says it as a whole serve does."""
-  def root(given):
-    return given and parts.server_root(given, server, servers)
   try:
-    plan = serve_checkpoints.start(root(args.checkpoint_dir),
-                                   root(args.from_checkpoint))
+    plan = serve_checkpoints.start(
+        *serve_many.roots_of_server(args, server, servers))
     load = serve_checks.checkpoint_to_load(plan, names)
   except output.CliError:
     return None
   if load is None or sorted(load.tables) != sorted(names):
     return None
-  return _Server(name=f'server {server} of {servers}', plan=plan, load=load)
+  return _Server(name=f'server {server} of {servers}', load=load)
 
 
 def check(args) -> int:
@@ -135,7 +131,7 @@ def run(args) -> int:
   serve_checks.check_port(args.port)
   plan = serve_checkpoints.start(args.checkpoint_dir, args.from_checkpoint)
   if plan.own is not None:
-    _say(serve_checkpoints.incomplete_text(plan.own))
+    serve_loop.say(serve_checkpoints.incomplete_text(plan.own))
   load = serve_checks.checkpoint_to_load(plan, names)
   if load is None:  # The parent saw one: it was removed since.
     raise output.CliError(f'no checkpoint to load in {args.checkpoint_dir} '
@@ -145,7 +141,7 @@ def run(args) -> int:
   requests.install()
   checked = _Checked()
   output.note(serve_checks.loading_text(load, plan))
-  _say(serve_checkpoints.where_text(plan))
+  serve_loop.say(serve_checkpoints.where_text(plan))
   root = plan.own.root if plan.own is not None else tempfile.mkdtemp()
   try:
     server = _start(args, names, root, plan)
@@ -205,9 +201,4 @@ def _stop_text(server: reverb_native.LoadedServer, names: List[str],
   else:
     path = serve_loop.checkpoint(server, checkpoint_dir)
     output.note(f'checkpoint written to {path}')
-
-
-def _say(text: Optional[str]) -> None:
-  if text:
-    output.note(text)
 
