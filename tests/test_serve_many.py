@@ -19,7 +19,6 @@ import time
 import pytest
 
 from rlds_reverb.checkpoints import directories
-from tests import built_servers
 from tests import reverb_tables
 from tests import serve_command
 from tests import warm_process
@@ -206,11 +205,62 @@ def test_a_dataset_the_build_does_not_fit_stops_every_server_unwritten(
   assert not (own / 'servers.json').exists()
 
 
+def _newest(built, server: int) -> pathlib.Path:  # pylint: disable=redefined-outer-name
+  return built / _root(server) / directories.find(built / _root(server)).newest
+
+
+def _own_process(*options) -> subprocess.CompletedProcess:
+  """A serve process started by this one (not forked by the warm zygote):
+  a checker's or a server's lifeline needs its parent's pid."""
+  return subprocess.run(
+      [sys.executable, '-m', 'rlds_reverb', 'serve', *map(str, options)],
+      capture_output=True, text=True, timeout=HANG_GUARD_S, check=False)
+
+
+@pytest.mark.slow
+def test_the_checker_checks_the_checkpoints_it_is_given(dataset, built,
+                                                         tmp_path):  # pylint: disable=redefined-outer-name
+  """The checker (`--check-servers`) checks the checkpoints the parent
+  found, without looking at the servers' roots again: the servers are
+  making them meanwhile. Once, it saw a server's write test there and
+  refused with 'the servers changed since the serve started'."""
+  own = tmp_path / 'own'
+  loads = []
+  for k in range(SERVERS):
+    (own / _root(k) / '.write-test-probe').mkdir(parents=True)
+    loads += ['--check-load', _newest(built, k)]
+  result = _own_process('--dataset', dataset, '--table', TABLE,
+                        '--from-checkpoint', built, '--checkpoint-dir', own,
+                        '--check-servers', f'{SERVERS}:{os.getpid()}', *loads)
+  assert result.returncode == 0, result.stderr
+  assert {field['field'] for field in json.loads(result.stdout)} >= {
+      'step_type', 'observation', 'action', 'reward', 'discount'}
+
+
+@pytest.mark.slow
+def test_a_server_whose_checkpoint_changed_since_the_check_refuses(
+    dataset, built, tmp_path):  # pylint: disable=redefined-outer-name
+  """A server loads only the checkpoint the checker checks: one that finds
+  another (its root written to since the parent looked) says so, exit 1,
+  and serves nothing."""
+  checked = _newest(built, 0)
+  own = tmp_path / 'own'
+  _as_own_checkpoints(built, own)
+  result = _own_process('--dataset', dataset, '--table', TABLE,
+                        '--from-checkpoint', built, '--checkpoint-dir', own,
+                        '--as-server', f'0:{SERVERS}:{os.getpid()}',
+                        '--parent-checks', checked)
+  assert result.returncode == 1, result.stderr
+  assert (f'rlds-reverb: error: the checkpoint to load changed since the '
+          f'serve started: it was {checked}, checked against the dataset, '
+          f'and is now {own / _root(0) / checked.name}') in result.stderr
+
+
 def _as_own_checkpoints(built, own):  # pylint: disable=redefined-outer-name
   """`own` as if the servers had checkpointed there: each part's files,
   without the build's mark."""
   for k in range(SERVERS):
-    part = built / _root(k) / directories.find(built / _root(k)).newest
+    part = _newest(built, k)
     copy = own / _root(k) / part.name
     shutil.copytree(part, copy)
     (copy / directories.BUILD_MARK).unlink()

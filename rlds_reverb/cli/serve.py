@@ -125,12 +125,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             'unasked, keep the others serving (default: '
                             'stop them, exit 1)'))
   # Set by serve_many for each server of many: K:S:PARENT_PID; with
-  # --parent-checks, a checker process checks the dataset (`serve_native`).
+  # --parent-checks PATH, the server loads PATH, which a checker process
+  # checks against the dataset (`serve_native`).
   parser.add_argument('--as-server', default=None, help=argparse.SUPPRESS)
-  parser.add_argument('--parent-checks', action='store_true',
-                      help=argparse.SUPPRESS)
-  # Set by serve_many for the process that checks the dataset for all: S:PID.
+  parser.add_argument('--parent-checks', default=None, help=argparse.SUPPRESS)
+  # Set by serve_many for the process that checks the dataset for all: S:PID
+  # and, once per server in order, the checkpoint it loads.
   parser.add_argument('--check-servers', default=None, help=argparse.SUPPRESS)
+  parser.add_argument('--check-load', action='append', default=[],
+                      help=argparse.SUPPRESS)
   table_flags.add_arguments(parser)
 
 
@@ -148,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
       requests = serve_loop.Requests()
       requests.install()
       return serve_many.run(args, layout, requests,
-                            serve_native.parent_checks(args, layout))
+                            serve_native.native_loads(args, layout))
   configured = table_flags.table_options(args)
   for failed, message in options.image_usage_problems(args):
     if failed:

@@ -190,18 +190,18 @@ class _Child:
   """One server process, its lines read by two threads into `events`."""
 
   def __init__(self, args, layout: Layout, server: int, events: queue.Queue,
-               parent_checks: bool):
+               load: Optional[str]):
     self.server = server
     self.name = layout.name(server)
     self.ready: Optional[Dict[str, Any]] = None
     self.reported = False
     command = [sys.executable, '-m', 'rlds_reverb', *args.argv,
                '--as-server', f'{server}:{layout.servers}:{os.getpid()}']
-    if parent_checks:
-      command.append('--parent-checks')
+    if load is not None:
+      command += ['--parent-checks', load]
     self.process = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        stdin=subprocess.PIPE if parent_checks else subprocess.DEVNULL,
+        stdin=subprocess.PIPE if load is not None else subprocess.DEVNULL,
         bufsize=1)
     self._readers = [
         threading.Thread(target=self._read_records, args=(events,),
@@ -250,17 +250,20 @@ class _Child:
     return f'localhost:{self.ready["port"]}' if self.ready else None
 
 
-def run(args, layout: Layout, requests, parent_checks: bool) -> int:
+def run(args, layout: Layout, requests,
+        loads: Optional[List[str]]) -> int:
   """Serves `layout`'s servers until `requests.stop`, or one ends unasked.
   `requests`: serve's signal flags, installed before the children start.
-  `parent_checks`: a checker process checks the dataset for every server
-  as they load (`serve_native`); else each child checks its own."""
+  `loads`: the checkpoint each server loads, which a checker process checks
+  against the dataset as they load (`serve_native`); None: each child
+  checks its own."""
   start = time.monotonic()
   events = queue.Queue()
   output.note(_starting_text(layout))
-  children = [_Child(args, layout, server, events, parent_checks)
+  children = [_Child(args, layout, server, events,
+                     loads[server] if loads else None)
               for server in range(layout.servers)]
-  checker = _Checker(args, layout, events) if parent_checks else None
+  checker = _Checker(args, loads, events) if loads else None
   watch = _Watch(layout, children, args.keep_going, checker)
   try:
     while watch.running():
@@ -292,9 +295,11 @@ class _Checker:
   children's ready records are: ('checked', the signature's fields), or
   ('refused', its exit code) once it said why."""
 
-  def __init__(self, args, layout: Layout, events: queue.Queue):
+  def __init__(self, args, loads: List[str], events: queue.Queue):
     command = [sys.executable, '-m', 'rlds_reverb', *args.argv,
-               '--check-servers', f'{layout.servers}:{os.getpid()}']
+               '--check-servers', f'{len(loads)}:{os.getpid()}']
+    for load in loads:
+      command += ['--check-load', load]
     self.process = subprocess.Popen(
         command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True, bufsize=1)

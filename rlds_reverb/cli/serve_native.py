@@ -1,19 +1,23 @@
 """A serve of many servers whose servers load without TensorFlow, while one
 checker process checks the dataset for all of them.
 
-    parent   parent_checks(args, layout): whether every server starts from
-             a checkpoint holding exactly the tables served; then
-             `serve_many` starts the checker beside the servers
-    checker  check(args) (`--check-servers S:PID`): imports TensorFlow once,
-             signs the dataset, and checks each server's checkpoint against
-             it (the checks one serve makes before its load), saying the
+    parent   native_loads(args, layout): the checkpoint each server loads,
+             if every one holds exactly the tables served; then
+             `serve_many` starts the checker beside the servers, both
+             given those paths: the checker must not look again, as the
+             servers are making their roots meanwhile
+    checker  check(args) (`--check-servers S:PID --check-load PATH...`):
+             imports TensorFlow once, signs the dataset, and checks each
+             server's checkpoint against it (the checks one serve makes
+             before its load), saying the
              ignored options and the memory; its one stdout line is the
              signature's fields; exit 2, naming the server, if one does not
              fit. It ends once done: its TensorFlow (~500 MB) is not held
              while the servers serve
-    child    run(args) (`--as-server K:S:PID --parent-checks`): a
-             `reverb_native.LoadedServer` of its checkpoint, no TensorFlow;
-             its files read whole first; the ready record; then serves.
+    child    run(args) (`--as-server K:S:PID --parent-checks PATH`): a
+             `reverb_native.LoadedServer` of its checkpoint, no TensorFlow,
+             refused unless it is PATH, the one checked; its files read
+             whole first; the ready record; then serves.
              It writes a checkpoint (SIGUSR1, stop with --checkpoint-dir)
              only once the parent wrote 'checked' to its stdin: data the
              dataset does not fit is never copied into the server's root
@@ -44,6 +48,7 @@ from rlds_reverb.cli import serve_checks
 from rlds_reverb.cli import serve_loop
 from rlds_reverb.cli import serve_many
 from rlds_reverb.cli import tables as table_flags
+from rlds_reverb.errors import CheckpointError
 
 @dataclasses.dataclass(frozen=True)
 class _Server:
@@ -54,14 +59,16 @@ class _Server:
 
 # --- In the parent, and in its checker. ----------------------------------------
 
-def parent_checks(args, layout: serve_many.Layout) -> bool:
-  """Whether every server can load without TensorFlow, the dataset checked
-  by a checker process (`check`); else each child checks its own."""
+def native_loads(args, layout: serve_many.Layout) -> Optional[List[str]]:
+  """The checkpoint each server loads, if every one can load without
+  TensorFlow, the dataset checked by a checker process (`check`); else
+  None: each child checks its own."""
   try:
     reverb_native.check_version()
   except reverb_native.NativeUnavailable:
-    return False
-  return _servers(args, layout.servers) is not None
+    return None
+  found = _servers(args, layout.servers)
+  return None if found is None else [server.load.path for server in found]
 
 
 def _servers(args, servers: int) -> Optional[List[_Server]]:
@@ -98,9 +105,9 @@ def check(args) -> int:
   for failed, message in options.image_usage_problems(args):
     if failed:
       raise output.CliError(message, output.EXIT_USAGE)
-  found = _servers(args, servers)
-  if found is None:
-    raise output.CliError('the servers changed since the serve started')
+  found = [_Server(name=f'server {server} of {servers}',
+                   load=_checkpoint_load(path))
+           for server, path in enumerate(args.check_load)]
   dataset = serve_checks.dataset_signature(args)
   output.note_data(dataset.notes)
   measured = serve_checks.measured_frames(args, dataset.rlds_data)
@@ -122,6 +129,14 @@ def check(args) -> int:
   os._exit(output.EXIT_OK)  # pylint: disable=protected-access
 
 
+def _checkpoint_load(path: str) -> loading.CheckpointLoad:
+  try:
+    return loading.checkpoint_load(path)
+  except (CheckpointError, OSError) as e:
+    raise output.CliError(f'cannot read checkpoint {path}: '
+                          f'{output.error_line(e)}', output.EXIT_USAGE) from e
+
+
 # --- In each child. ------------------------------------------------------------
 
 def run(args) -> int:
@@ -133,9 +148,11 @@ def run(args) -> int:
   if plan.own is not None:
     serve_loop.say(serve_checkpoints.incomplete_text(plan.own))
   load = serve_checks.checkpoint_to_load(plan, names)
-  if load is None:  # The parent saw one: it was removed since.
-    raise output.CliError(f'no checkpoint to load in {args.checkpoint_dir} '
-                          f'or {args.from_checkpoint} any more')
+  if load is None or load.path != args.parent_checks:
+    raise output.CliError(
+        f'the checkpoint to load changed since the serve started: it was '
+        f'{args.parent_checks}, checked against the dataset, and is now '
+        f'{load.path if load else "none"}')
   serve_checks.check_files(load.path)
   requests = serve_loop.Requests()
   requests.install()
