@@ -20,6 +20,10 @@ teardown of its tests: module fixtures count in the file that makes them):
                  of them tf.data's (a map, filter ... function)
     ... cpu s    CPU seconds of this process inside those calls (writing
                  TFDS directories; tracing)
+    idle cores   the worker's CPU while it sleeps 0.5 s after the file's
+                 last test, in cores: what the file left running (a failed
+                 Reverb iterator kept alive retries its dead server, and
+                 slows every later test of the worker)
 
 It prints a table per tier, most CPU first, with the tier's wall clock, and
 the 20 slowest tests. Counts made inside child processes are not seen (their
@@ -132,14 +136,26 @@ def pytest_configure(config):
     _install()
 
 
+IDLE_S = 0.5
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-  """Around each test's setup, call and teardown."""
-  del nextitem
+  """Around each test's setup, call and teardown; after a file's last test,
+  what the worker spends asleep."""
   if not os.environ.get(_DIRECTORY_VARIABLE):
     yield
     return
   yield from _measure(item)
+  path = item.location[0]
+  if nextitem is None or nextitem.location[0] != path:
+    _COSTS.files[path]['idle_cores'] = _idle_cores()
+
+
+def _idle_cores() -> float:
+  started = time.process_time()
+  time.sleep(IDLE_S)
+  return (time.process_time() - started) / IDLE_S
 
 
 def _measure(item):
@@ -213,13 +229,16 @@ def table(result: Dict[str, Any], most: int = 20) -> str:
   lines = [f"## {result['tier']} tier: {result['wall'] / 60:.1f} min wall "
            f"({result['summary']})", '',
            '| file | tests | wall s | cpu s | procs (py, mp) | servers | '
-           'tfds dirs (n, cpu s) | traces (all, tf.data) | tracing cpu s |',
-           '|---|---:|---:|---:|---|---:|---|---|---:|']
+           'tfds dirs (n, cpu s) | traces (all, tf.data) | tracing cpu s | '
+           'idle cores after |',
+           '|---|---:|---:|---:|---|---:|---|---|---:|---:|']
   total = collections.Counter()
   for path, row in rows:
     for key, value in row.items():
       total[key] += value
     lines.append(_row(path, row))
+  total['idle_cores'] = max((row.get('idle_cores', 0) for _, row in rows),
+                            default=0)  # The worst, not a sum.
   lines.append(_row('**all**', total))
   slowest = sorted(result['tests'], key=lambda test: -test[1])[:most]
   lines += ['', f'The {most} slowest tests (wall s, cpu s):', '']
@@ -236,7 +255,8 @@ def _row(path: str, row) -> str:
           f"{row['mp']:.0f}) | {row['servers']:.0f} | "
           f"{row['tfds_dirs']:.0f}, {row.get('tfds_dirs_cpu', 0):.1f} | "
           f"{row['tf_function']:.0f}, {row['tf_data']:.0f} | "
-          f"{max(row.get('tf_function_cpu', 0), row.get('tf_data_cpu', 0)):.1f} |")
+          f"{max(row.get('tf_function_cpu', 0), row.get('tf_data_cpu', 0)):.1f} | "
+          f"{row.get('idle_cores', 0):.2f} |")
 
 
 def main() -> None:
