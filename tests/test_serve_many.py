@@ -231,7 +231,7 @@ def test_the_checker_checks_the_checkpoints_it_is_given(dataset, built,
     loads += ['--check-load', _newest(built, k)]
   result = _own_process('--dataset', dataset, '--table', TABLE,
                         '--from-checkpoint', built, '--checkpoint-dir', own,
-                        '--check-servers', f'{SERVERS}:{os.getpid()}', *loads)
+                        '--check-servers', os.getpid(), *loads)
   assert result.returncode == 0, result.stderr
   assert {field['field'] for field in json.loads(result.stdout)} >= {
       'step_type', 'observation', 'action', 'reward', 'discount'}

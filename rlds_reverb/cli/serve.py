@@ -129,8 +129,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   # checks against the dataset (`serve_native`).
   parser.add_argument('--as-server', default=None, help=argparse.SUPPRESS)
   parser.add_argument('--parent-checks', default=None, help=argparse.SUPPRESS)
-  # Set by serve_many for the process that checks the dataset for all: S:PID
-  # and, once per server in order, the checkpoint it loads.
+  # Set by serve_many for the process that checks the dataset for all: its
+  # PID and, once per server in order, the checkpoint that server loads.
   parser.add_argument('--check-servers', default=None, help=argparse.SUPPRESS)
   parser.add_argument('--check-load', action='append', default=[],
                       help=argparse.SUPPRESS)

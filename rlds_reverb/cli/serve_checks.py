@@ -103,11 +103,7 @@ def checkpoint_to_load(plan: serve_checkpoints.Start,
   path = plan.load_path
   if not path:
     return None
-  try:
-    load = checkpoints.checkpoint_load(path)
-  except (CheckpointError, OSError) as e:
-    raise output.CliError(f'cannot read checkpoint {path}: '
-                          f'{output.error_line(e)}', output.EXIT_USAGE) from e
+  load = read_checkpoint(path)
   held = sorted(load.tables)  # Reverb writes them in no fixed order.
   if set(held) - set(served):
     raise output.CliError(
@@ -118,6 +114,16 @@ def checkpoint_to_load(plan: serve_checkpoints.Start,
         f'{" --table ".join(held)}; the checkpoint\'s settings replace '
         'their options), or start from another checkpoint', output.EXIT_USAGE)
   return load
+
+
+def read_checkpoint(path: str):
+  """`checkpoints.CheckpointLoad` of `path`, from its tables file; one that
+  cannot be read is bad input (exit 2), named."""
+  try:
+    return checkpoints.checkpoint_load(path)
+  except (CheckpointError, OSError) as e:
+    raise output.CliError(f'cannot read checkpoint {path}: '
+                          f'{output.error_line(e)}', output.EXIT_USAGE) from e
 
 
 def check_files(path: str) -> None:

@@ -25,9 +25,9 @@ the servers' own checkpoints), the children load it without TensorFlow
 (`serve_native`, `--parent-checks`) and one more process, the checker,
 checks the dataset against every checkpoint once as they load: they are
 ready when both are done. A child ends with this process (`lifeline`), so
-a killed parent leaves no server behind. BUILT is only read, as one serve reads a
-seed: a build handed as --checkpoint-dir is refused, since each server's
-first checkpoint would delete it.
+a killed parent leaves no server behind. BUILT is only read, as one serve
+reads a seed: a build handed as --checkpoint-dir is refused, since each
+server's first checkpoint would delete it.
 """
 
 import dataclasses
@@ -297,7 +297,7 @@ class _Checker:
 
   def __init__(self, args, loads: List[str], events: queue.Queue):
     command = [sys.executable, '-m', 'rlds_reverb', *args.argv,
-               '--check-servers', f'{len(loads)}:{os.getpid()}']
+               '--check-servers', str(os.getpid())]
     for load in loads:
       command += ['--check-load', load]
     self.process = subprocess.Popen(

@@ -6,7 +6,7 @@ checker process checks the dataset for all of them.
              `serve_many` starts the checker beside the servers, both
              given those paths: the checker must not look again, as the
              servers are making their roots meanwhile
-    checker  check(args) (`--check-servers S:PID --check-load PATH...`):
+    checker  check(args) (`--check-servers PID --check-load PATH...`):
              imports TensorFlow once, signs the dataset, and checks each
              server's checkpoint against it (the checks one serve makes
              before its load), saying the
@@ -48,7 +48,6 @@ from rlds_reverb.cli import serve_checks
 from rlds_reverb.cli import serve_loop
 from rlds_reverb.cli import serve_many
 from rlds_reverb.cli import tables as table_flags
-from rlds_reverb.errors import CheckpointError
 
 @dataclasses.dataclass(frozen=True)
 class _Server:
@@ -94,19 +93,19 @@ def _server_of(args, servers: int, server: int,
 
 
 def check(args) -> int:
-  """The checker (`--check-servers S:PID`): signs the dataset (TensorFlow)
-  and checks each server's checkpoint, its lines prefixed by server; prints
-  the signature's fields as its one stdout line. `output.CliError` (exit
-  2), naming the server, if one does not fit. Ctrl-C is the parent's to
-  handle: it stops this process with SIGTERM."""
+  """The checker (`--check-servers PID --check-load PATH...`): signs the
+  dataset (TensorFlow) and checks each server's checkpoint, its lines
+  prefixed by server; prints the signature's fields as its one stdout line.
+  `output.CliError` (exit 2), naming the server, if one does not fit.
+  Ctrl-C is the parent's to handle: it stops this process with SIGTERM."""
   signal.signal(signal.SIGINT, signal.SIG_IGN)
-  servers, parent = (int(part) for part in args.check_servers.split(':'))
-  lifeline.end_with_parent(parent)
+  lifeline.end_with_parent(int(args.check_servers))
   for failed, message in options.image_usage_problems(args):
     if failed:
       raise output.CliError(message, output.EXIT_USAGE)
+  servers = len(args.check_load)
   found = [_Server(name=f'server {server} of {servers}',
-                   load=_checkpoint_load(path))
+                   load=serve_checks.read_checkpoint(path))
            for server, path in enumerate(args.check_load)]
   dataset = serve_checks.dataset_signature(args)
   output.note_data(dataset.notes)
@@ -127,14 +126,6 @@ def check(args) -> int:
   # Nothing to clean up; TensorFlow's own teardown takes seconds of the CPU
   # that the loading servers need.
   os._exit(output.EXIT_OK)  # pylint: disable=protected-access
-
-
-def _checkpoint_load(path: str) -> loading.CheckpointLoad:
-  try:
-    return loading.checkpoint_load(path)
-  except (CheckpointError, OSError) as e:
-    raise output.CliError(f'cannot read checkpoint {path}: '
-                          f'{output.error_line(e)}', output.EXIT_USAGE) from e
 
 
 # --- In each child. ------------------------------------------------------------
