@@ -878,7 +878,7 @@ def draw_past_the_loss(iterator, warned, origin_of, drawn: Drawn) -> None:
           [origin_of.get(row.tobytes(), 'neither')
            for row in experience.observation.numpy()[:, 0]])
   except BaseException as e:  # pylint: disable=broad-except
-    drawn.error = e.with_traceback(None)  # Frees the iterator's frames.
+    drawn.error = mixture_faults.detached(e)  # Frees the iterator's frames.
 
 
 def dropped_without_a_hang(iterators: dict) -> None:
