@@ -31,6 +31,7 @@ import tree
 import rlds_reverb
 from tests import reverb_tables
 from tests import rlds_data
+from tests import warm_process
 from tests.reverb_tables import client_of
 from tests.reverb_tables import drain
 from tests.reverb_tables import same_items
@@ -493,7 +494,8 @@ def selected(request, argname: str) -> list:
 
 
 class ChildRun:
-  """`python -c script args`, started when made; `result()` waits for it.
+  """`python -c script args`, started when made (forked from the tests'
+  zygote: no TensorFlow start of its own); `result()` waits for it.
 
   Its output goes to files, not pipes, so that it runs unattended while
   other tests run: a pipe nobody reads would fill and stop it."""
@@ -501,9 +503,9 @@ class ChildRun:
   def __init__(self, script: str, *args: str):
     root = pathlib.Path(__file__).resolve().parents[1]
     self._out, self._err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
-    self._child = subprocess.Popen([sys.executable, '-c', script, *args],
-                                   cwd=root, stdout=self._out,
-                                   stderr=self._err)
+    self._child = warm_process.WarmPopen(
+        [sys.executable, '-c', script, *args], cwd=root, stdout=self._out,
+        stderr=self._err)
     self._result = None
 
   def result(self):
