@@ -12,7 +12,8 @@ teardown of its tests: module fixtures count in the file that makes them):
     cpu s        the worker's CPU, plus that of the child processes it
                  waited for (a `run_cli` process, a `serve` subprocess)
     procs        processes started: subprocess (of them `py`: Python ones,
-                 each a TensorFlow start, ~4 s of CPU) and multiprocessing
+                 each a TensorFlow start, ~4 s of CPU) and multiprocessing;
+                 not the forks of the tests' zygote (tests/warm_process.py)
     servers      reverb.Server objects made in the worker
     tfds dirs    TFDS directories written (store_as_tfds_dataset, and the
                  package's own EpisodeWriter)
@@ -25,8 +26,10 @@ teardown of its tests: module fixtures count in the file that makes them):
                  Reverb iterator kept alive retries its dead server, and
                  slows every later test of the worker)
 
-It prints a table per tier, most CPU first, with the tier's wall clock, and
-the 20 slowest tests. Counts made inside child processes are not seen (their
+It prints a table per tier, most CPU first, with the tier's wall clock,
+the 20 slowest tests, and each test that starts a fresh Python (by
+`subprocess`, or `tests/warm_process.py` falling back to it) with the
+commands: a warm fork costs a fraction of one. Counts made inside child processes are not seen (their
 CPU is). `--json FILE` keeps everything for a later comparison.
 """
 
@@ -61,6 +64,7 @@ class _Costs:
     self.counts = collections.Counter()
     self.inside = set()  # Keys whose wrapped call is running: not twice.
     self.failed: List[str] = []
+    self.pythons: List[str] = []  # This test's Python commands, so far.
 
   def count(self, name: str) -> None:
     self.counts[name] += 1
@@ -106,13 +110,26 @@ def _popen_counters(args, kwargs):
   first = command[0] if isinstance(command, (list, tuple)) else command
   python = 'python' in os.path.basename(str(first)) or str(first) in (
       sys.executable, 'rlds-reverb')
+  if python:
+    _COSTS.pythons.append(_command_text(command))
   return ('procs', 'py') if python else ('procs',)
+
+
+def _command_text(command) -> str:
+  """A Python command, short: which test starts a fresh Python (a
+  TensorFlow start) where a warm fork would do."""
+  words = [str(word) for word in command] if isinstance(
+      command, (list, tuple)) else [str(command)]
+  return ' '.join(word if len(word) < 40 else word[:37] + '...'
+                  for word in words[1:4])
 
 
 def _install() -> None:
   """Counting wrappers on what costs: made once per worker."""
   import multiprocessing.process  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  _counting(subprocess.Popen, '__init__', _popen_counters)
+  # Where a process is started: not a fork of the tests' zygote
+  # (`tests/warm_process.WarmPopen` calls it only when it falls back).
+  _counting(subprocess.Popen, '_execute_child', _popen_counters)
   _counting(multiprocessing.process.BaseProcess, 'start',
             lambda a, k: ('procs', 'mp'))
   import reverb  # pylint: disable=g-import-not-at-top,import-outside-toplevel
@@ -162,6 +179,7 @@ def _measure(item):
   path = item.location[0]
   before = (time.perf_counter(), time.process_time(), _children_cpu(),
             dict(_COSTS.counts))
+  _COSTS.pythons = []
   yield
   wall = time.perf_counter() - before[0]
   cpu = time.process_time() - before[1]
@@ -173,7 +191,7 @@ def _measure(item):
   row['child_cpu'] += children
   for key in COUNTERS:
     row[key] += _COSTS.counts[key] - before[3].get(key, 0)
-  _COSTS.tests.append([item.nodeid, wall, cpu + children])
+  _COSTS.tests.append([item.nodeid, wall, cpu + children, _COSTS.pythons])
 
 
 def pytest_runtest_logreport(report):
@@ -243,7 +261,13 @@ def table(result: Dict[str, Any], most: int = 20) -> str:
   slowest = sorted(result['tests'], key=lambda test: -test[1])[:most]
   lines += ['', f'The {most} slowest tests (wall s, cpu s):', '']
   lines += [f'- {wall:.1f} s, {cpu:.1f} cpu s: `{nodeid}`'
-            for nodeid, wall, cpu in slowest]
+            for nodeid, wall, cpu, *_ in slowest]
+  pythons = [(test[0], test[3]) for test in result['tests']
+             if len(test) > 3 and test[3]]
+  lines += ['', f'Tests that start Python processes ({len(pythons)}; '
+            'a fresh Python imports TensorFlow anew):', '']
+  lines += [f'- `{nodeid}`: ' + '; '.join(f'`{c}`' for c in commands)
+            for nodeid, commands in sorted(pythons)]
   if result['failed']:
     lines += ['', 'Failed:', ''] + [f'- `{name}`' for name in result['failed']]
   return '\n'.join(lines)
