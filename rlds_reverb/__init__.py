@@ -25,30 +25,41 @@ from typing import Any, List
 from rlds_reverb import known_lines
 from rlds_reverb._util import clean_exit
 from rlds_reverb.errors import AddressError
+from rlds_reverb.errors import CapacityWarning
 from rlds_reverb.errors import CheckpointError
+from rlds_reverb.errors import CheckpointReadError
 from rlds_reverb.errors import CheckpointWriteError
 from rlds_reverb.errors import ColumnMismatchError
+from rlds_reverb.errors import DataError
 from rlds_reverb.errors import DataReadError
 from rlds_reverb.errors import DatasetDirectoryError
 from rlds_reverb.errors import DatasetNotPreparedError
 from rlds_reverb.errors import ExportError
 from rlds_reverb.errors import FeaturesError
 from rlds_reverb.errors import ImageFieldError
+from rlds_reverb.errors import LostEpisodesWarning
 from rlds_reverb.errors import MalformedEpisodeError
 from rlds_reverb.errors import MixedReplayError
 from rlds_reverb.errors import PipelineFailedError
 from rlds_reverb.errors import ResumeStateError
 from rlds_reverb.errors import ReverbTimeoutError
 from rlds_reverb.errors import RldsReverbError
+from rlds_reverb.errors import RldsReverbWarning
+from rlds_reverb.errors import RunnerError
+from rlds_reverb.errors import ServerError
 from rlds_reverb.errors import ServerLostWarning
 from rlds_reverb.errors import ServerUnavailableError
 from rlds_reverb.errors import ServersFileError
+from rlds_reverb.errors import SettingError
 from rlds_reverb.errors import ShardsFailedError
+from rlds_reverb.errors import ShortEpisodesWarning
 from rlds_reverb.errors import SignatureMismatchError
 from rlds_reverb.errors import SourceError
 from rlds_reverb.errors import StepSpecError
+from rlds_reverb.errors import TableNotEmptyWarning
 from rlds_reverb.errors import TableNotFoundError
 from rlds_reverb.errors import TableOptionsError
+from rlds_reverb.errors import UnfinishedEpisodesWarning
 from rlds_reverb.known_lines import quiet_known_lines
 
 # A script's module-level servers and datasets are freed before the modules
@@ -67,9 +78,6 @@ _LAZY = {
     'PushOptions': 'rlds_reverb.push_options',
     'ImageStorage': 'rlds_reverb.push_options',
     'OnInvalid': 'rlds_reverb.push_options',
-    'CapacityWarning': 'rlds_reverb.checked_push',
-    'ShortEpisodesWarning': 'rlds_reverb.checked_push',
-    'TableNotEmptyWarning': 'rlds_reverb.held',
     'PushResult': 'rlds_reverb.checked_push',
     'SkippedEpisode': 'rlds_reverb.checked_push',
     'EndOfEpisode': 'rlds_reverb.push_options',
@@ -92,9 +100,7 @@ _LAZY = {
     'RldsRecorder': 'rlds_reverb.record',
     'ImageEncoding': 'rlds_reverb.tfds_out.features',
     'RecordingSummary': 'rlds_reverb.record',
-    'UnfinishedEpisodesWarning': 'rlds_reverb.record',
     'recover': 'rlds_reverb.tfds_out.recovery',
-    'LostEpisodesWarning': 'rlds_reverb.tfds_out.recovery',
     'export': 'rlds_reverb.exporter',
     'ExportReport': 'rlds_reverb.exporter',
     'EncodedReplayBuffer': 'rlds_reverb.decoded',
@@ -148,6 +154,10 @@ __all__ = [
     'DatasetStatistics',
     'quiet_known_lines',
     'RldsReverbError',
+    'ServerError',
+    'DataError',
+    'SettingError',
+    'RunnerError',
     'StepSpecError',
     'SignatureMismatchError',
     'ColumnMismatchError',
@@ -165,12 +175,14 @@ __all__ = [
     'TableOptionsError',
     'AddressError',
     'CheckpointError',
+    'CheckpointReadError',
     'CheckpointWriteError',
     'ExportError',
     'ImageFieldError',
     'FeaturesError',
     'DatasetDirectoryError',
     'ServersFileError',
+    'RldsReverbWarning',
     'ServerLostWarning',
 ]
 

@@ -45,10 +45,8 @@ from rlds_reverb import tables as tables_lib
 from rlds_reverb import validation
 from rlds_reverb._util import pipelines
 from rlds_reverb._util import wording
-from rlds_reverb.checked_push import CapacityWarning
 from rlds_reverb.checked_push import frames_to_check
 from rlds_reverb.checked_push import short_episodes_text
-from rlds_reverb.checked_push import ShortEpisodesWarning
 from rlds_reverb.checked_push import SkippedEpisode
 from rlds_reverb.checked_push import skipped_episodes
 from rlds_reverb.checkpoints import messages
@@ -57,7 +55,9 @@ from rlds_reverb.checkpoints import table_settings
 from rlds_reverb.checkpoints import writer as writer_lib
 from rlds_reverb.convert import encoded
 from rlds_reverb.convert import nstep
+from rlds_reverb.errors import CapacityWarning
 from rlds_reverb.errors import DataReadError
+from rlds_reverb.errors import ShortEpisodesWarning
 from rlds_reverb.push_options import OnInvalid
 from rlds_reverb.push_options import PushOptions
 from rlds_reverb.sources import whole_reads

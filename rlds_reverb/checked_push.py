@@ -49,10 +49,13 @@ from rlds_reverb import validation
 from rlds_reverb._util import wording
 from rlds_reverb.convert import encoded
 from rlds_reverb.convert import nstep
+from rlds_reverb.errors import CapacityWarning
 from rlds_reverb.errors import DataReadError
 from rlds_reverb.errors import MalformedEpisodeError
 from rlds_reverb.errors import ResumeStateError
 from rlds_reverb.errors import RldsReverbError
+from rlds_reverb.errors import ShortEpisodesWarning
+from rlds_reverb.errors import TableNotEmptyWarning
 from rlds_reverb.push_options import CheckOptions
 from rlds_reverb.push_options import OnInvalid
 from rlds_reverb.push_options import PushOptions
@@ -68,14 +71,6 @@ from rlds_reverb.write import writer as writer_lib
 
 FLAGGED = 'flagged_invalid'
 EMPTY = 'empty'
-
-
-class CapacityWarning(UserWarning):
-  """A table would silently evict items, or its rate limiter would block."""
-
-
-class ShortEpisodesWarning(UserWarning):
-  """Episodes shorter than an item give none (padding gives them one)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -288,7 +283,7 @@ def push(
     if message == plan.short_episodes:
       category = ShortEpisodesWarning
     elif message in plan.held_warnings:
-      category = held_lib.TableNotEmptyWarning
+      category = TableNotEmptyWarning
     else:
       category = CapacityWarning
     warnings.warn(message, category, stacklevel=2)
@@ -340,7 +335,7 @@ def push_nstep_transitions(
                            items_lib.TransitionItems.stride_length)
   held = held_lib.warnings_for(held_lib.look(target.infos))
   for message in held:  # The data is read once: what it adds is not known.
-    warnings.warn(message, held_lib.TableNotEmptyWarning, stacklevel=2)
+    warnings.warn(message, TableNotEmptyWarning, stacklevel=2)
   written = write_push.write_transitions(
       rlds_data, target, options, n=n, discount=discount, encoding=encoding,
       on_confirmed=on_confirmed)

@@ -23,10 +23,6 @@ from typing import Iterable, Mapping, Optional, Sequence, Tuple
 from rlds_reverb._util import wording
 
 
-class TableNotEmptyWarning(UserWarning):
-  """A push writes into a table that already holds items (not its own)."""
-
-
 @dataclasses.dataclass(frozen=True)
 class Held:
   """A table as a push found it before writing.

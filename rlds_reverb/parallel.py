@@ -50,7 +50,9 @@ from rlds_reverb import push_options
 from rlds_reverb import servers_file
 from rlds_reverb._util import lifeline
 from rlds_reverb._util import wording
+from rlds_reverb.errors import CapacityWarning
 from rlds_reverb.errors import ShardsFailedError
+from rlds_reverb.errors import TableNotEmptyWarning
 from rlds_reverb.push_options import CheckOptions
 from rlds_reverb.push_options import PushOptions
 
@@ -140,7 +142,7 @@ def push_shards(dataset: Union[str, Sequence[str]],
                         checks=checks)
   held = held_warnings(outcomes, servers)
   for message in held:
-    warnings.warn(message, held_lib.TableNotEmptyWarning, stacklevel=2)
+    warnings.warn(message, TableNotEmptyWarning, stacklevel=2)
   if any(outcome.interrupted for outcome in outcomes):
     error = KeyboardInterrupt()
     for note in interrupted_notes(outcomes):
@@ -622,7 +624,6 @@ def build_shards(dataset: Union[str, Sequence[str]], directory: str, tables,
 def _warn_capacity(texts: Sequence[str]) -> None:
   """As `build_checkpoint` warns (TensorFlow imported only if any)."""
   if texts:
-    from rlds_reverb.checked_push import CapacityWarning  # pylint: disable=g-import-not-at-top,import-outside-toplevel
     for text in texts:
       warnings.warn(text, CapacityWarning, stacklevel=3)
 

@@ -57,6 +57,10 @@ EXPORTED = [
     'DatasetStatistics',
     'quiet_known_lines',
     'RldsReverbError',
+    'ServerError',
+    'DataError',
+    'SettingError',
+    'RunnerError',
     'StepSpecError',
     'SignatureMismatchError',
     'ColumnMismatchError',
@@ -74,12 +78,14 @@ EXPORTED = [
     'TableOptionsError',
     'AddressError',
     'CheckpointError',
+    'CheckpointReadError',
     'CheckpointWriteError',
     'ExportError',
     'ImageFieldError',
     'FeaturesError',
     'DatasetDirectoryError',
     'ServersFileError',
+    'RldsReverbWarning',
     'ServerLostWarning',
 ]
 
@@ -95,7 +101,41 @@ ERRORS = ['RldsReverbError', 'StepSpecError', 'SignatureMismatchError',
           'AddressError',
           'CheckpointError', 'CheckpointWriteError', 'ExportError',
           'ImageFieldError', 'FeaturesError', 'DatasetDirectoryError',
-          'ServersFileError']
+          'ServersFileError', 'ServerError', 'DataError', 'SettingError',
+          'RunnerError', 'CheckpointReadError']
+
+# Each error's group, and the built-in class it derives from (what a caller
+# of TF-Agents' module, or of this package before the groups, caught).
+ERROR_TREE = {
+    'ReverbTimeoutError': ('ServerError', TimeoutError),
+    'ServerUnavailableError': ('ServerError', ConnectionError),
+    'TableNotFoundError': ('ServerError', ValueError),
+    'SignatureMismatchError': ('ServerError', ValueError),
+    'StepSpecError': ('DataError', ValueError),
+    'ColumnMismatchError': ('DataError', ValueError),
+    'SourceError': ('DataError', ValueError),
+    'DatasetNotPreparedError': ('DataError', FileNotFoundError),
+    'MalformedEpisodeError': ('DataError', ValueError),
+    'DataReadError': ('DataError', Exception),
+    'FeaturesError': ('DataError', ValueError),
+    'DatasetDirectoryError': ('DataError', ValueError),
+    'ImageFieldError': ('DataError', ValueError),
+    'ExportError': ('DataError', ValueError),
+    'CheckpointReadError': ('CheckpointError', ValueError),
+    'CheckpointWriteError': ('CheckpointError', ValueError),
+    'TableOptionsError': ('SettingError', ValueError),
+    'MixedReplayError': ('SettingError', ValueError),
+    'AddressError': ('SettingError', ValueError),
+    'ResumeStateError': ('SettingError', ValueError),
+    'ServersFileError': ('SettingError', ValueError),
+    'ShardsFailedError': ('RunnerError', Exception),
+    'PipelineFailedError': ('RunnerError', Exception),
+}
+GROUPS = ('ServerError', 'DataError', 'CheckpointError', 'SettingError',
+          'RunnerError')
+WARNINGS = ['CapacityWarning', 'ShortEpisodesWarning', 'TableNotEmptyWarning',
+            'ServerLostWarning', 'UnfinishedEpisodesWarning',
+            'LostEpisodesWarning']
 
 
 def test_all_is_pinned():
@@ -126,6 +166,45 @@ def test_errors_derive_from_package_base(name):
   error = getattr(rlds_reverb, name)
   assert issubclass(error, rlds_reverb.RldsReverbError)
   assert issubclass(error, Exception)
+
+
+def test_every_error_but_the_base_and_groups_is_in_the_tree():
+  assert sorted(ERROR_TREE) == sorted(
+      set(ERRORS) - set(GROUPS) - {'RldsReverbError'})
+
+
+@pytest.mark.parametrize('name', ERROR_TREE)
+def test_each_error_is_in_one_group_and_keeps_its_builtin_base(name):
+  group, builtin = ERROR_TREE[name]
+  error = getattr(rlds_reverb, name)
+  assert [g for g in GROUPS if issubclass(error, getattr(rlds_reverb, g))
+          ] == [group]
+  assert issubclass(error, builtin)
+
+
+@pytest.mark.parametrize('name', WARNINGS)
+def test_warnings_derive_from_the_package_warning(name):
+  warning = getattr(rlds_reverb, name)
+  assert issubclass(warning, rlds_reverb.RldsReverbWarning)
+  assert issubclass(warning, UserWarning)
+  assert warning.__module__ == 'rlds_reverb.errors'
+
+
+def test_a_group_catches_what_the_package_raises(tmp_path):
+  """Real raises, caught by their group: a dataset that is not there (the
+  data), table options out of range and an address that is not HOST:PORT
+  (settings), a checkpoint file that is not there (a checkpoint)."""
+  from rlds_reverb import tables  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.checkpoints import records  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  with pytest.raises(rlds_reverb.DataError):
+    rlds_reverb.load(str(tmp_path / 'nowhere'))
+  with pytest.raises(rlds_reverb.SettingError):
+    tables.uniform('replay', max_size=0)
+  with pytest.raises(rlds_reverb.SettingError):
+    rlds_reverb.check_port_free('not a port')
+  with pytest.raises(rlds_reverb.CheckpointError) as raised:
+    list(records.read_records(str(tmp_path / 'tables.tfrecord')))
+  assert type(raised.value) is rlds_reverb.CheckpointReadError
 
 
 @pytest.mark.parametrize('name', ['StepSpecError', 'SignatureMismatchError'])

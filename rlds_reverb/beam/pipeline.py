@@ -47,6 +47,7 @@ from rlds_reverb.checked_push import PushResult
 from rlds_reverb.checked_push import SkippedEpisode
 from rlds_reverb.errors import PipelineFailedError
 from rlds_reverb.errors import RldsReverbError
+from rlds_reverb.errors import TableNotEmptyWarning
 from rlds_reverb.push_options import PushOptions
 from rlds_reverb.write import items as items_lib
 from rlds_reverb.write import server as server_lib
@@ -111,7 +112,7 @@ def push(src: Union[str, Sequence[str]], server: Union[str, Sequence[str]],
   _check_servers(server, runner, push_options.timeout)
   held = _held_warnings(server, tables, runner, push_options.timeout)
   for message in held:
-    warnings.warn(message, held_lib.TableNotEmptyWarning, stacklevel=2)
+    warnings.warn(message, TableNotEmptyWarning, stacklevel=2)
   episodes = read.ReadEpisodes(src, split, data_dir,
                                parts_per_file=parts_per_file,
                                options=push_options)

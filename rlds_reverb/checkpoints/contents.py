@@ -25,7 +25,7 @@ def chunk_lengths(path: str) -> Dict[str, List[Counter]]:
 
   Raises:
     FileNotFoundError: `path` is neither, naming what it holds instead.
-    CheckpointError: a file of the checkpoint is cut short or damaged.
+    CheckpointReadError: a file of the checkpoint is cut short or damaged.
   """
   checkpoint = directories.checkpoint_path(path)
   lengths = {}
@@ -62,7 +62,7 @@ def chunk_bytes(path: str) -> int:
 
   Raises:
     FileNotFoundError: `path` is neither, naming what it holds instead.
-    CheckpointError: the chunks file is cut short or damaged.
+    CheckpointReadError: the chunks file is cut short or damaged.
   """
   checkpoint = directories.checkpoint_path(path)
   seen, total = set(), 0

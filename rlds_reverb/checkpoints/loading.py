@@ -60,7 +60,7 @@ def checkpoint_load(path: str) -> CheckpointLoad:
   tables file alone.
 
   Raises:
-    CheckpointError: its tables file is cut short or damaged.
+    CheckpointReadError: its tables file is cut short or damaged.
     OSError: it cannot be read.
   """
   items, settings = [], []
@@ -81,7 +81,7 @@ def check_files(path: str) -> None:
   per few hundred MB.
 
   Raises:
-    CheckpointError: a file missing, cut short or damaged, naming it.
+    CheckpointReadError: a file missing, cut short or damaged, naming it.
   """
   for name in (directories.TABLES, directories.ITEMS, directories.CHUNKS):
     records.check_whole(os.path.join(path, name))

@@ -22,7 +22,7 @@ import dataclasses
 import numpy as np
 
 from rlds_reverb._util import wire
-from rlds_reverb.errors import CheckpointError
+from rlds_reverb.errors import CheckpointReadError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,7 +58,7 @@ def fields(buffer: np.ndarray, starts: np.ndarray, ends: np.ndarray,
   """Every field of the messages buffer[starts[m]:ends[m]].
 
   Raises:
-    CheckpointError: a field runs past its message's end, a varint is too
+    CheckpointReadError: a field runs past its message's end, a varint is too
       long, or a wire type protobuf does not write (groups); `where` names
       the file.
   """
@@ -87,7 +87,7 @@ def fields(buffer: np.ndarray, starts: np.ndarray, ends: np.ndarray,
            (following > ends[open_]))
     if bad.any():
       message = int(open_[np.argmax(bad)])
-      raise CheckpointError(
+      raise CheckpointReadError(
           f'{where}: record {message:,} of the batch read is not a valid '
           f'message (a field at byte '
           f'{int(at[np.argmax(bad)] - starts[message]):,} runs past its end): '

@@ -20,7 +20,7 @@ import zlib
 import numpy as np
 
 from rlds_reverb._util import wire
-from rlds_reverb.errors import CheckpointError
+from rlds_reverb.errors import CheckpointReadError
 
 # Compressed bytes read at once, and most bytes one step inflates them to.
 READ_BYTES = 1 << 20
@@ -31,7 +31,7 @@ def read_records(path: str) -> Iterator[bytes]:
   """The data of each record of the zlib-compressed TFRecord file `path`.
 
   Raises:
-    CheckpointError: the file is missing, is not zlib, ends early (a
+    CheckpointReadError: the file is missing, is not zlib, ends early (a
       checkpoint cut short or being written) or inside a record, naming it.
   """
   for data, starts, ends in read_record_batches(path):
@@ -46,7 +46,7 @@ def read_record_batches(path: str
   many records at once (numpy), without a bytes object per record.
 
   Raises:
-    CheckpointError: as `read_records`.
+    CheckpointReadError: as `read_records`.
   """
   inflater = _Inflater(path)
   pending = bytearray()
@@ -61,7 +61,7 @@ def read_record_batches(path: str
       consumed += position
       del pending[:position]
   if pending:
-    raise CheckpointError(
+    raise CheckpointReadError(
         f'{path} ends inside a record: the one at byte {consumed:,} of '
         f'{consumed + len(pending):,} (decompressed); the file is cut short '
         f'or damaged.')
@@ -72,7 +72,7 @@ def check_whole(path: str) -> None:
   covers every byte, so a file cut short or damaged anywhere raises.
 
   Raises:
-    CheckpointError: as `read_records`, naming the file.
+    CheckpointReadError: as `read_records`, naming the file.
   """
   for _ in _Inflater(path).blocks():
     pass
@@ -95,23 +95,23 @@ class _Inflater:
           yield self._inflate(decompressor, compressed)
         self._check_end(decompressor, decompressor.unused_data or f.read(1))
     except OSError as e:
-      raise CheckpointError(
+      raise CheckpointReadError(
           f'{self._path} cannot be read: {e.strerror or e}') from e
 
   def _inflate(self, decompressor, compressed: bytes) -> bytes:
     try:
       return decompressor.decompress(compressed, INFLATED_BYTES)
     except zlib.error as e:
-      raise CheckpointError(
+      raise CheckpointReadError(
           f'{self._path} is not a readable zlib-compressed TFRecord file '
           f'({e}): the checkpoint is damaged.') from e
 
   def _check_end(self, decompressor, after_end: bytes) -> None:
     if not decompressor.eof:
-      raise CheckpointError(
+      raise CheckpointReadError(
           f'{self._path} ends before its zlib stream does: the file is cut '
           f'short (a checkpoint being written, or a copy that stopped).')
     if after_end:
-      raise CheckpointError(
+      raise CheckpointReadError(
           f'{self._path} has bytes after its zlib stream ends: the file is '
           f'damaged.')

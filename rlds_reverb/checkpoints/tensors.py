@@ -27,7 +27,7 @@ import numpy as np
 
 from rlds_reverb._util import wire
 from rlds_reverb._util import wording
-from rlds_reverb.errors import CheckpointError
+from rlds_reverb.errors import CheckpointReadError
 from rlds_reverb.specs import paths
 
 # TensorFlow's DataType numbers (tensorflow/core/framework/types.proto).
@@ -50,12 +50,12 @@ def decode(tensor, delta_encoded: bool, where: str) -> np.ndarray:
   `where` starts error messages ('chunk 123 of /ckpt/chunks.tfrecord').
 
   Raises:
-    CheckpointError: an unknown dtype, or content that does not decode to
+    CheckpointReadError: an unknown dtype, or content that does not decode to
       the tensor's shape.
   """
   dtype = DTYPES.get(tensor.dtype)
   if dtype is None:
-    raise CheckpointError(
+    raise CheckpointReadError(
         f'{where}: a tensor of TensorFlow dtype {tensor.dtype}, which this '
         f'reader does not know.')
   shape = tuple(dim.size for dim in tensor.tensor_shape.dim)
@@ -66,10 +66,10 @@ def decode(tensor, delta_encoded: bool, where: str) -> np.ndarray:
     written = cramjam.snappy.decompress_raw_into(tensor.tensor_content,
                                                  values.reshape(-1).view(np.uint8))
   except cramjam.DecompressionError as e:
-    raise CheckpointError(f'{where}: its snappy data does not decode ({e}).'
+    raise CheckpointReadError(f'{where}: its snappy data does not decode ({e}).'
                           ) from e
   if written != values.nbytes:
-    raise CheckpointError(
+    raise CheckpointReadError(
         f'{where}: its snappy data holds {wording.count(written, "byte")}; a '
         f'{paths.dtype_shape_text(dtype, shape)} tensor has '
         f'{wording.number(values.nbytes)}.')
@@ -93,7 +93,7 @@ def _strings(tensor, shape, where: str) -> np.ndarray:
   else:
     items = _decoded_strings(tensor.tensor_content, count, where)
   if len(items) != count:
-    raise CheckpointError(
+    raise CheckpointReadError(
         f'{where}: a string tensor of shape {paths.shape_text(shape)} holds '
         f'{wording.count(len(items), "string")}.')
   values = np.empty(count, dtype=object)
@@ -109,11 +109,11 @@ def _decoded_strings(content: bytes, count: int, where: str):
       length, position = wire.varint_at(content, position)
       lengths.append(length)
   except IndexError:
-    raise CheckpointError(
+    raise CheckpointReadError(
         f'{where}: its string tensor ends inside the lengths of its '
         f'{wording.count(count, "string")}.') from None
   if position + sum(lengths) != len(content):
-    raise CheckpointError(
+    raise CheckpointReadError(
         f'{where}: its string tensor holds '
         f'{wording.count(len(content) - position, "byte")} of strings; its '
         f'lengths add up to {wording.number(sum(lengths))}.')

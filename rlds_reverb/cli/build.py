@@ -246,8 +246,8 @@ def _build(args, rlds_data, configured, item_options):
 def _warnings_as_lines():
   """The build's warnings (a table too small, episodes too short), each a
   'warning:' line on stderr as it is issued, before anything is written."""
-  from rlds_reverb.checked_push import CapacityWarning  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  from rlds_reverb.checked_push import ShortEpisodesWarning  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.errors import CapacityWarning  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.errors import ShortEpisodesWarning  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   ours = (CapacityWarning, ShortEpisodesWarning)
   with warnings.catch_warnings():
     shown = warnings.showwarning

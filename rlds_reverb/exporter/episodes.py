@@ -33,7 +33,7 @@ import tensorflow as tf
 
 from rlds_reverb._util import wording
 from rlds_reverb.convert import step_types
-from rlds_reverb.errors import CheckpointError
+from rlds_reverb.errors import CheckpointReadError
 from rlds_reverb.exporter import items as items_lib
 from rlds_reverb.exporter import report as report_lib
 from rlds_reverb.exporter import store as store_lib
@@ -178,7 +178,7 @@ class ReverbEpisode:
     if (values.dtype != dtype or len(values) != steps or
         not _fits(values.shape[1:], shape)):
       key = self._store.index.keys[part.positions[piece]]
-      raise CheckpointError(
+      raise CheckpointReadError(
           f'{self._store.path}: chunk {key} holds '
           f'{paths.spec_text(values)}; column {column} of the signature is '
           f'{paths.dtype_shape_text(dtype, shape)} and its range says '
@@ -187,7 +187,7 @@ class ReverbEpisode:
   def _check_no_overlap(self, column: int, part: Pieces) -> None:
     overlap = np.flatnonzero(part.starts[1:] <= part.ends[:-1])
     if overlap.size:
-      raise CheckpointError(
+      raise CheckpointReadError(
           f'{self._store.path}: two chunks of column {column} of Reverb '
           f'episode {self.id} hold step {part.starts[overlap[0] + 1]}.')
 

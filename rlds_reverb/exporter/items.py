@@ -25,7 +25,7 @@ from rlds_reverb._util import wire
 from rlds_reverb._util import wording
 from rlds_reverb.checkpoints import parse
 from rlds_reverb.checkpoints import records
-from rlds_reverb.errors import CheckpointError
+from rlds_reverb.errors import CheckpointReadError
 from rlds_reverb.errors import ExportError
 
 # Field numbers (schema.FIELDS): PrioritizedItem, FlatTrajectory, Column,
@@ -58,7 +58,7 @@ def index(path: str, table: str, num_columns: int) -> ChunkColumns:
   Raises:
     ExportError: an item of another number of columns, a squeezed column
       (no time axis), or a chunk that two items use as different columns.
-    CheckpointError: the file is cut short or damaged, or written by a
+    CheckpointReadError: the file is cut short or damaged, or written by a
       Reverb older than 2021.
   """
   builder = _Builder(table, path)
@@ -98,7 +98,7 @@ def slices_of(buffer: np.ndarray, starts: np.ndarray, ends: np.ndarray,
   mine = _of_table(buffer, item_fields, count, table)
   old = item_fields.of(_DEPRECATED_RANGE)
   if mine[old.messages].any():
-    raise CheckpointError(
+    raise CheckpointReadError(
         f'{path}: item {keys[old.messages[mine[old.messages]][0]]} is in the '
         f'format of Reverb checkpoints before 2021, which this reader does '
         f'not read; load it into a server of dm-reverb 0.14 and checkpoint '

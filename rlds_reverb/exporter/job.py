@@ -35,7 +35,7 @@ import tensorflow as tf
 from rlds_reverb import checkpoints
 from rlds_reverb._util import files
 from rlds_reverb._util import wording
-from rlds_reverb.errors import CheckpointError
+from rlds_reverb.errors import CheckpointReadError
 from rlds_reverb.errors import DatasetDirectoryError
 from rlds_reverb.errors import ExportError
 from rlds_reverb.exporter import episodes as episodes_lib
@@ -106,7 +106,7 @@ def export(
       transitions, ...); no whole episode to write; a loss with `strict`; a
       server without a checkpointer, or whose checkpoint is not readable here.
     TableNotFoundError: no such table.
-    CheckpointError: no checkpoint there, or a file cut short or damaged
+    CheckpointReadError: no checkpoint there, or a file cut short or damaged
       (naming it).
     AddressError, ServerUnavailableError: `server` cannot be reached.
   """
@@ -269,9 +269,9 @@ def _complete_checkpoint(path: str) -> str:
   try:
     directory = checkpoints.checkpoint_path(path)
   except FileNotFoundError as e:
-    raise CheckpointError(str(e)) from e
+    raise CheckpointReadError(str(e)) from e
   if not os.path.isfile(os.path.join(directory, checkpoints.DONE)):
-    raise CheckpointError(
+    raise CheckpointReadError(
         f'{directory} has no {checkpoints.DONE} file: the checkpoint is '
         f'incomplete (being written, or its server died while writing).')
   return directory

@@ -29,7 +29,7 @@ from rlds_reverb._util import wording
 from rlds_reverb.checkpoints import records
 from rlds_reverb.checkpoints import schema
 from rlds_reverb.checkpoints import tensors as tensors_lib
-from rlds_reverb.errors import CheckpointError
+from rlds_reverb.errors import CheckpointReadError
 
 BATCH_CHUNKS = 1024  # Chunk records looked up at once at most,
 BATCH_BYTES = 8 << 20  # and about this many bytes of them.
@@ -68,7 +68,7 @@ class ChunkStore:
         disk it fills is the one the user chose).
 
     Raises:
-      CheckpointError: the file is cut short or damaged, a chunk is sparse,
+      CheckpointReadError: the file is cut short or damaged, a chunk is sparse,
         or a wanted chunk is not in it.
     """
     self.path = path
@@ -100,10 +100,10 @@ class ChunkStore:
     try:
       stored = schema.parse('ChunkTensors', data).tensors
     except message_lib.DecodeError as e:
-      raise CheckpointError(f'{where}: its tensors cannot be parsed ({e}).'
+      raise CheckpointReadError(f'{where}: its tensors cannot be parsed ({e}).'
                             ) from e
     if tensor >= len(stored):
-      raise CheckpointError(
+      raise CheckpointReadError(
           f'{where} holds {wording.count(len(stored), "tensor")}; an item '
           f'references tensor {tensor}.')
     return tensors_lib.decode(stored[tensor],
@@ -137,7 +137,7 @@ class ChunkStore:
       chunk = chunks[i]
       span = chunk.sequence_range
       if span.sparse:
-        raise CheckpointError(
+        raise CheckpointReadError(
             f'{self.path}: chunk {chunk.chunk_key} is sparse (steps missing '
             f'inside it), which Reverb writes only for items of partial '
             f'steps: its rows cannot be placed.')
@@ -152,7 +152,7 @@ class ChunkStore:
     try:
       return schema.parse('ChunkData', record)
     except message_lib.DecodeError as e:
-      raise CheckpointError(
+      raise CheckpointReadError(
           f'{self.path} holds a record that is not a chunk ({e}): the file is '
           f'damaged.') from e
 
@@ -165,7 +165,7 @@ class ChunkStore:
     index = ChunkIndex(**{name: table[name] for name in _ROW.names})
     missing = np.setdiff1d(wanted, index.keys)
     if missing.size:
-      raise CheckpointError(
+      raise CheckpointReadError(
           f'{self.path} lacks chunk {missing[0]} (and '
           f'{wording.number(int(missing.size) - 1)} more), which items '
           f'reference: the checkpoint is incomplete.')

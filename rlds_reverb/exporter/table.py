@@ -20,7 +20,7 @@ from tf_agents.trajectories import trajectory as trajectory_lib
 from rlds_reverb.checkpoints import directories
 from rlds_reverb.checkpoints import records
 from rlds_reverb.checkpoints import schema
-from rlds_reverb.errors import CheckpointError
+from rlds_reverb.errors import CheckpointReadError
 from rlds_reverb.errors import ExportError
 from rlds_reverb.errors import TableNotFoundError
 from rlds_reverb.specs import paths
@@ -43,7 +43,7 @@ def read(checkpoint: str, name: str) -> Table:
 
   Raises:
     TableNotFoundError: no such table; names the tables there are.
-    CheckpointError: tables.tfrecord is missing, cut short or damaged.
+    CheckpointReadError: tables.tfrecord is missing, cut short or damaged.
   """
   path = os.path.join(checkpoint, directories.TABLES)
   names: List[str] = []
@@ -61,7 +61,7 @@ def _parse(record: bytes, path: str):
   try:
     return schema.parse('PriorityTableCheckpoint', record)
   except message_lib.DecodeError as e:
-    raise CheckpointError(
+    raise CheckpointReadError(
         f'{path} holds a record that is not a table checkpoint ({e}).') from e
 
 
@@ -84,7 +84,7 @@ def _signature(serialized: bytes, name: str, path: str) -> Optional[Any]:
     return tf.__internal__.saved_model.decode_proto(
         struct_pb2.StructuredValue.FromString(serialized))
   except (message_lib.DecodeError, ValueError, TypeError) as e:
-    raise CheckpointError(
+    raise CheckpointReadError(
         f"{path}: the signature of table '{name}' cannot be decoded ({e})."
     ) from e
 

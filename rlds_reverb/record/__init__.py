@@ -7,4 +7,4 @@
 
 from rlds_reverb.record.recorder import RecordingSummary
 from rlds_reverb.record.recorder import RldsRecorder
-from rlds_reverb.record.recorder import UnfinishedEpisodesWarning
+from rlds_reverb.errors import UnfinishedEpisodesWarning

@@ -32,6 +32,7 @@ from rlds_reverb.convert import step_types
 from rlds_reverb.convert import to_rlds
 from rlds_reverb.errors import DatasetDirectoryError
 from rlds_reverb.errors import FeaturesError
+from rlds_reverb.errors import UnfinishedEpisodesWarning
 from rlds_reverb.record import episodes
 from rlds_reverb.record import infos as infos_lib
 from rlds_reverb.record.columns import StepColumns
@@ -42,10 +43,6 @@ from rlds_reverb.tfds_out.features import ImageEncodings
 from rlds_reverb.tfds_out.trajectories import TrajectoryWriter
 
 _NO_EPISODE = -1
-
-
-class UnfinishedEpisodesWarning(UserWarning):
-  """Episodes the driver did not finish were left out of the recording."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,7 +17,7 @@ __getattr__, __dir__, __all__ = lazy.attach(__name__, {
     'features_from_specs': 'rlds_reverb.tfds_out.features',
     'ImageEncoding': 'rlds_reverb.tfds_out.features',
     'Durability': 'rlds_reverb.tfds_out.records',
-    'LostEpisodesWarning': 'rlds_reverb.tfds_out.recovery',
+    'LostEpisodesWarning': 'rlds_reverb.errors',
     'recover': 'rlds_reverb.tfds_out.recovery',
     'Recovery': 'rlds_reverb.tfds_out.recovery',
     'EpisodeWriter': 'rlds_reverb.tfds_out.writer',

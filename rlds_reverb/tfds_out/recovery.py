@@ -30,10 +30,6 @@ from rlds_reverb.tfds_out import layout
 from rlds_reverb.tfds_out import records
 
 
-class LostEpisodesWarning(UserWarning):
-  """Recovery cut finished episodes: a registered shard had lost its end."""
-
-
 @dataclasses.dataclass(frozen=True)
 class Recovery:
   """What `recover` found and did."""

@@ -29,6 +29,7 @@ import tensorflow_datasets as tfds
 
 from rlds_reverb._util import files
 from rlds_reverb.errors import DatasetDirectoryError
+from rlds_reverb.errors import LostEpisodesWarning
 from rlds_reverb.tfds_out import encode
 from rlds_reverb.tfds_out import layout
 from rlds_reverb.tfds_out import recovery as recovery_lib
@@ -182,7 +183,7 @@ class EpisodeWriter:
           f'{"; ".join(differences)}.')
     self.recovery = recovery_lib.recover(self.directory, self._split_name)
     if self.recovery.lost_episodes:
-      warnings.warn(recovery_lib.LostEpisodesWarning(str(self.recovery)),
+      warnings.warn(LostEpisodesWarning(str(self.recovery)),
                     stacklevel=3)
     return layout.read_info(self.directory)
 
