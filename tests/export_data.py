@@ -59,6 +59,12 @@ def nested_episode(index: int, length: int) -> Episode:
   return episode
 
 
+def nested_episodes(count: int = 12):
+  """`count` nested episodes of `rlds_dirs.episode`'s own lengths (one of
+  them a single step): the statistics tests' data."""
+  return [nested_episode(index, 0) for index in range(count)]
+
+
 def policy_info(current, following):
   """The `policy_info_fn` of push: the step's own policy_info field."""
   del following

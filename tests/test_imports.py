@@ -21,7 +21,7 @@ import pytest
 
 from rlds_reverb.tfds_out import EpisodeWriter
 from tests import rlds_dirs
-from tests.test_quiet_library import library_lines
+from tests.library_lines import library_lines
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # Imported by TF-Agents' own __init__, which reading and recovering do not need.

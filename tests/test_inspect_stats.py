@@ -14,7 +14,9 @@ from tests.cli_data import write_tfds
 from tests.cli_runs import error_lines
 from tests.cli_runs import run_cli_here
 from tests.rlds_data import flat_episode_with as _episode
-from tests.test_step_stats import NESTED_EPISODES
+
+
+NESTED_EPISODES = export_data.nested_episodes()
 
 
 @pytest.fixture(scope='module')

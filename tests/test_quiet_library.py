@@ -25,6 +25,8 @@ import pytest
 from rlds_reverb import known_lines
 from rlds_reverb._util import quiet
 from tests import cli_runs
+from tests.library_lines import LIBRARY_LINES
+from tests.library_lines import library_lines
 
 HANG_GUARD_S = 300
 
@@ -61,38 +63,11 @@ USER_SCRIPT = textwrap.dedent('''
     server.stop()
 ''')
 
-# What TensorFlow 2.15, gym 0.23 and dm-reverb 0.14 print that the package
-# drops (a part of each line; Reverb's come once per 100 chunk records).
-LIBRARY_LINES = {
-    'TensorFlow': (
-        'Unable to register cuDNN factory',
-        'Unable to register cuFFT factory',
-        'Unable to register cuBLAS factory',
-        'TF-TRT Warning: Could not find TensorRT',
-        'oneDNN custom operations are on',
-        'Could not find cuda drivers on your machine',
-        'This TensorFlow binary is optimized',
-        'To enable the following instructions',
-    ),
-    'gym': (
-        'Gym has been unmaintained since 2022',
-        'Please upgrade to Gymnasium',
-        'See the migration guide at https://gymnasium.farama.org',
-    ),
-    'Reverb': (
-        'tfrecord_checkpointer.cc',
-    ),
-}
 USER_LINES = ('WARNING:root:own logging line',
               'own tensorflow logger line',
               'own stderr line',
               'own line inside the block')
 CUT_CACHE = 'The calling iterator did not fully read the dataset being cached'
-
-
-def library_lines(stderr: str):
-  return {library: [part for part in parts if part in stderr]
-          for library, parts in LIBRARY_LINES.items()}
 
 
 NONE = {library: [] for library in LIBRARY_LINES}

@@ -17,7 +17,6 @@ import rlds_reverb
 from rlds_reverb.step_stats import sketch as sketch_lib
 from tests import export_data
 from tests import rlds_data
-from tests import rlds_dirs
 
 # Float32 precision: what the stored values are.
 RTOL = 1e-6
@@ -86,7 +85,7 @@ def assert_episodes_match(stats, episodes):
       assert_within_sketch_bound(summary.percentiles[q], values, q)
 
 
-NESTED_EPISODES = [export_data.nested_episode(index, 0) for index in range(12)]
+NESTED_EPISODES = export_data.nested_episodes()
 
 
 @pytest.fixture(scope='module')
