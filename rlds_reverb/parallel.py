@@ -579,17 +579,15 @@ def build_shards(dataset: Union[str, Sequence[str]], directory: str, tables,
   made: List[str] = []
   with _build_pool(workers) as (pool, interrupted):
     try:
+      job = _BuildJob(dataset, split, data_dir, directory, servers, tables,
+                      options, on_invalid)
       if pool is None:  # One process: no parts, no merge.
-        [built] = _each(pool, interrupted, [
-            (_build_servers, dataset, split, data_dir, directory, servers,
-             tables, options, on_invalid)])
+        [built] = _each(pool, interrupted, [(_build_servers, job)])
         _raise_failed('shares', [built])
         results = built.result['results']
       else:
         shares = _each(pool, interrupted, [
-            (_build_share, dataset, split, data_dir, (index, workers),
-             directory, servers, tables, options, on_invalid)
-            for index in range(workers)])
+            (_build_share, job, (index, workers)) for index in range(workers)])
         _raise_failed('shares', shares)
         merges = _each(pool, interrupted, [
             (_merge_server, directory, server, servers,
@@ -730,8 +728,21 @@ def _raise_failed(what: str, outcomes: Sequence[ShardOutcome]) -> None:
         f'| nothing was written.')
 
 
-def _build_share(dataset, split, data_dir, shard, directory, servers, tables,
-                 options: PushOptions, on_invalid: str) -> ShardOutcome:
+@dataclasses.dataclass(frozen=True)
+class _BuildJob:
+  """What every process of a `build_shards` run reads and writes: its
+  arguments, sent whole to each worker."""
+  dataset: Any  # As for `load`: a directory, a name, or a list of them.
+  split: str
+  data_dir: Optional[str]
+  directory: str  # Where the checkpoints go.
+  servers: int
+  tables: Any  # TableOptions or names.
+  options: PushOptions
+  on_invalid: str  # 'raise' or 'skip'.
+
+
+def _build_share(job: _BuildJob, shard) -> ShardOutcome:
   """In a worker (one of two or more): share `shard` (index, count)
   of the data's ranges, as a part per server."""
   shard_text = '/'.join(map(str, shard))
@@ -739,9 +750,11 @@ def _build_share(dataset, split, data_dir, shard, directory, servers, tables,
     with _listen_for_ctrl_c():
       from rlds_reverb import build_parts  # pylint: disable=g-import-not-at-top,import-outside-toplevel
       from rlds_reverb.push_options import OnInvalid  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-      ranges = build_parts.share_ranges(dataset, split, data_dir, *shard)
-      share = build_parts.build_share(ranges, directory, tables, servers,
-                                      options, OnInvalid(on_invalid))
+      ranges = build_parts.share_ranges(job.dataset, job.split, job.data_dir,
+                                        *shard)
+      share = build_parts.build_share(ranges, job.directory, job.tables,
+                                      job.servers, job.options,
+                                      OnInvalid(job.on_invalid))
   except (Exception, KeyboardInterrupt) as e:  # pylint: disable=broad-except
     return _failed(shard_text, e, plan=None)
   return ShardOutcome(shard_text, result=dict(
@@ -751,8 +764,7 @@ def _build_share(dataset, split, data_dir, shard, directory, servers, tables,
       notes=list(share.notes)))
 
 
-def _build_servers(dataset, split, data_dir, directory, servers, tables,
-                   options: PushOptions, on_invalid: str) -> ShardOutcome:
+def _build_servers(job: _BuildJob) -> ShardOutcome:
   """In this process (one worker): the data read once, each server's
   checkpoint written as its episodes come (`CheckedBuild.write_servers`)."""
   try:
@@ -760,11 +772,12 @@ def _build_servers(dataset, split, data_dir, directory, servers, tables,
       from rlds_reverb import build as build_lib  # pylint: disable=g-import-not-at-top,import-outside-toplevel
       from rlds_reverb import sources  # pylint: disable=g-import-not-at-top,import-outside-toplevel
       from rlds_reverb.push_options import OnInvalid  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-      data = sources.load(dataset, split=split, data_dir=data_dir)
-      job = build_lib.CheckedBuild(data, tables, options,
-                                   OnInvalid(on_invalid))
-      job.check()
-      results = job.write_servers(directory, servers)
+      data = sources.load(job.dataset, split=job.split,
+                          data_dir=job.data_dir)
+      build = build_lib.CheckedBuild(data, job.tables, job.options,
+                                     OnInvalid(job.on_invalid))
+      build.check()
+      results = build.write_servers(job.directory, job.servers)
   except (Exception, KeyboardInterrupt) as e:  # pylint: disable=broad-except
     return _failed('0/1', e, plan=None)
   return ShardOutcome('0/1', result=dict(results=results))
