@@ -40,6 +40,7 @@ from rlds_reverb.errors import ImageFieldError
 from rlds_reverb.errors import LostEpisodesWarning
 from rlds_reverb.errors import MalformedEpisodeError
 from rlds_reverb.errors import MixedReplayError
+from rlds_reverb.errors import OptionsError
 from rlds_reverb.errors import PipelineFailedError
 from rlds_reverb.errors import ResumeStateError
 from rlds_reverb.errors import ReverbTimeoutError
@@ -172,6 +173,7 @@ __all__ = [
     'ResumeStateError',
     'PipelineFailedError',
     'MixedReplayError',
+    'OptionsError',
     'TableOptionsError',
     'AddressError',
     'CheckpointError',

@@ -11,8 +11,9 @@
                        (CheckpointReadError) or written as asked
                        (CheckpointWriteError)
       SettingError     what the caller gave that cannot be used, refused
-                       before any work: table options, a mixture's weights,
-                       an address, a resume file, a servers file
+                       before any work: push and build options, table
+                       options, a mixture's weights, an address, a resume
+                       file, a servers file
       RunnerError      the processes or pipeline running the work failed
     RldsReverbWarning  (a UserWarning) what a push, record, recovery or
                        mixture did that the caller may not expect
@@ -47,8 +48,8 @@ class CheckpointError(RldsReverbError, ValueError):
 
 class SettingError(RldsReverbError, ValueError):
   """An argument or file the caller gave that cannot be used, refused before
-  any work: table options, a mixture's weights, an address, a resume file,
-  a servers file."""
+  any work: push and build options, table options, a mixture's weights, an
+  address, a resume file, a servers file."""
 
 
 class RunnerError(RldsReverbError):
@@ -138,6 +139,12 @@ class CheckpointWriteError(CheckpointError):
 
 
 # --- Settings. ---------------------------------------------------------------
+
+class OptionsError(SettingError):
+  """A push's or build's setting that cannot be used: a number out of range,
+  an unknown mode, a setting given twice, too few workers or servers; names
+  the setting and the value."""
+
 
 class TableOptionsError(SettingError):
   """Table options that cannot make a Reverb table (`rlds_reverb.tables`): a

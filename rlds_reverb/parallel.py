@@ -51,6 +51,7 @@ from rlds_reverb import servers_file
 from rlds_reverb._util import lifeline
 from rlds_reverb._util import wording
 from rlds_reverb.errors import CapacityWarning
+from rlds_reverb.errors import OptionsError
 from rlds_reverb.errors import ShardsFailedError
 from rlds_reverb.errors import TableNotEmptyWarning
 from rlds_reverb.push_options import CheckOptions
@@ -120,7 +121,7 @@ def push_shards(dataset: Union[str, Sequence[str]],
     `warnings`).
 
   Raises:
-    ValueError: a setting `PushOptions` refuses; before any process starts.
+    OptionsError: a setting `PushOptions` refuses; before any process starts.
     ServersFileError: a servers file that is missing or unreadable.
     AddressError, ServerUnavailableError: a server address is not HOST:PORT,
       or nothing listens there; before any process starts.
@@ -181,7 +182,7 @@ def run_shards(dataset, server, tables, *, workers: int, split: str = 'train',
   """
   _exit_if_importing_main()
   if workers < 1:
-    raise ValueError(f'workers must be >= 1, got {workers}.')
+    raise OptionsError(f'workers must be >= 1, got {workers}.')
   servers = servers_file.addresses_of(server)
   check_servers(servers, options.timeout)
   with _spawned_pool(workers) as (pool, interrupted):
@@ -320,7 +321,7 @@ def check_servers(servers: Sequence[str], timeout_s: float) -> None:
     AddressError, ServerUnavailableError: as `addresses.check_reachable`.
   """
   if not servers:
-    raise ValueError('push_shards needs at least one server.')
+    raise OptionsError('push_shards needs at least one server.')
   for address in servers:
     addresses.parse(address)
   for address in dict.fromkeys(servers):
@@ -555,7 +556,7 @@ def build_shards(dataset: Union[str, Sequence[str]], directory: str, tables,
     the server they would have gone to.
 
   Raises:
-    ValueError: a setting refused, before any process starts.
+    OptionsError: a setting refused, before any process starts.
     CheckpointWriteError: `directory` is not new or empty, before any
       process starts.
     ShardsFailedError: a share or a merge failed (each named); no new
@@ -565,10 +566,10 @@ def build_shards(dataset: Union[str, Sequence[str]], directory: str, tables,
   """
   _exit_if_importing_main()
   if workers < 1 or servers < 1:
-    raise ValueError(f'workers and servers must be >= 1, got {workers} and '
+    raise OptionsError(f'workers and servers must be >= 1, got {workers} and '
                      f'{servers}.')
   if on_invalid not in ('raise', 'skip'):
-    raise ValueError(f"on_invalid: 'raise' or 'skip' (a build is all or "
+    raise OptionsError(f"on_invalid: 'raise' or 'skip' (a build is all or "
                      f'nothing), got {on_invalid!r}.')
   start = time.perf_counter()
   options = push_options.of(options, **settings)

@@ -22,6 +22,8 @@ import math
 import operator
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
+from rlds_reverb.errors import OptionsError
+
 DEFAULT_TIMEOUT_S = 30.0
 IMAGE_MODES = ('raw', 'encoded')
 IMAGE_FORMATS = ('png', 'jpeg')
@@ -38,7 +40,7 @@ def choice(kind, value, name: str):
   try:
     return kind(value)
   except ValueError:
-    raise ValueError(f'{name} must be one of {[m.value for m in kind]}, got '
+    raise OptionsError(f'{name} must be one of {[m.value for m in kind]}, got '
                      f'{value!r}.') from None
 
 
@@ -85,17 +87,17 @@ class ImageStorage:
 
   def __post_init__(self):
     if self.mode not in IMAGE_MODES:
-      raise ValueError(f'images must be one of {list(IMAGE_MODES)}, got '
+      raise OptionsError(f'images must be one of {list(IMAGE_MODES)}, got '
                        f'{self.mode!r}.')
     if self.format not in IMAGE_FORMATS:
-      raise ValueError(f'image_format must be one of {list(IMAGE_FORMATS)}, '
+      raise OptionsError(f'image_format must be one of {list(IMAGE_FORMATS)}, '
                        f'got {self.format!r}.')
     if not self.encoded and (self.fields is not None or self.format != 'png'):
-      raise ValueError(
+      raise OptionsError(
           "image_fields and image_format apply to images='encoded' only.")
     if self.fields is not None:
       if isinstance(self.fields, str):
-        raise ValueError(f'image_fields must be a sequence of step field '
+        raise OptionsError(f'image_fields must be a sequence of step field '
                          f'paths, got the string {self.fields!r}.')
       object.__setattr__(self, 'fields', tuple(self.fields))
 
@@ -119,7 +121,8 @@ class PushOptions:
   """What a push writes: its items, their priority, how the server stores
   them, how strictly the data is read, and how long the server may take.
 
-  Each value is checked when the options are made (`ValueError`, one line).
+  Each value is checked when the options are made (`OptionsError`, a
+  `ValueError`, one line).
   The keywords of `rlds_reverb.push`, `push_shards`, `push_nstep_transitions`
   and `rlds_reverb.beam.push` are these fields (`images`, `image_format` and
   `image_fields` those of `image_storage`); each of them also takes the
@@ -203,12 +206,12 @@ def of(options: Optional[PushOptions] = None, **keywords) -> PushOptions:
   if options is None:
     return from_keywords(**keywords)
   if not isinstance(options, PushOptions):
-    raise ValueError(f'options must be a PushOptions, got '
+    raise OptionsError(f'options must be a PushOptions, got '
                      f'{type(options).__name__}.')
   given = options.keywords()
   for name, value in keywords.items():
     if not _same(value, defaults[name]):
-      raise ValueError(
+      raise OptionsError(
           f'{name} is given both as a keyword ({value!r}) and in options '
           f'({given[name]!r}); give it in one of them.')
   return options
@@ -259,9 +262,9 @@ def check_priority(priority: float) -> float:
   try:
     value = float(priority)
   except (TypeError, ValueError):
-    raise ValueError(f'priority must be a number, got {priority!r}.') from None
+    raise OptionsError(f'priority must be a number, got {priority!r}.') from None
   if not (math.isfinite(value) and value >= 0):
-    raise ValueError(f'priority must be finite and >= 0, got {priority!r}.')
+    raise OptionsError(f'priority must be finite and >= 0, got {priority!r}.')
   return value
 
 
@@ -270,7 +273,7 @@ def check_lengths(sequence_length: int, stride_length: int) -> Tuple[int, int]:
   lengths = tuple(_whole(value, name) for value, name in (
       (sequence_length, 'sequence_length'), (stride_length, 'stride_length')))
   if min(lengths) < 1:
-    raise ValueError(f'sequence_length and stride_length must be >= 1, got '
+    raise OptionsError(f'sequence_length and stride_length must be >= 1, got '
                      f'{sequence_length} and {stride_length}.')
   return lengths
 
@@ -291,9 +294,9 @@ def check_chunk_length(chunk_length: ChunkLength) -> ChunkLength:
 
 def check_chunk_steps(value: Any, name: str) -> None:
   if isinstance(value, bool) or not _is_whole(value):
-    raise ValueError(f'{name} must be a positive int, got {value!r}.')
+    raise OptionsError(f'{name} must be a positive int, got {value!r}.')
   if value < 1:
-    raise ValueError(f'{name} must be a positive int, got {value}.')
+    raise OptionsError(f'{name} must be a positive int, got {value}.')
 
 
 def _is_whole(value: Any) -> bool:
@@ -307,20 +310,20 @@ def _is_whole(value: Any) -> bool:
 
 def _whole(value: Any, name: str) -> int:
   if isinstance(value, bool) or not _is_whole(value):
-    raise ValueError(f'{name} must be an int, got {value!r}.')
+    raise OptionsError(f'{name} must be an int, got {value!r}.')
   return operator.index(value)
 
 
 def _boolean(value: Any, name: str) -> bool:
   if not isinstance(value, bool):
-    raise ValueError(f'{name} must be True or False, got {value!r}.')
+    raise OptionsError(f'{name} must be True or False, got {value!r}.')
   return value
 
 
 def _timeout(timeout: Any) -> float:
   if not (isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
           and math.isfinite(timeout) and timeout > 0):
-    raise ValueError(f'timeout must be a finite number of seconds > 0, got '
+    raise OptionsError(f'timeout must be a finite number of seconds > 0, got '
                      f'{timeout!r}.')
   return timeout
 
@@ -330,7 +333,7 @@ def _image_storage(value: Union[str, ImageStorage]) -> ImageStorage:
     return value
   if isinstance(value, str):
     return ImageStorage(value)
-  raise ValueError(f'image_storage must be an ImageStorage or one of '
+  raise OptionsError(f'image_storage must be an ImageStorage or one of '
                    f'{list(IMAGE_MODES)}, got {value!r}.')
 
 

@@ -75,6 +75,7 @@ EXPORTED = [
     'ResumeStateError',
     'PipelineFailedError',
     'MixedReplayError',
+    'OptionsError',
     'TableOptionsError',
     'AddressError',
     'CheckpointError',
@@ -102,7 +103,7 @@ ERRORS = ['RldsReverbError', 'StepSpecError', 'SignatureMismatchError',
           'CheckpointError', 'CheckpointWriteError', 'ExportError',
           'ImageFieldError', 'FeaturesError', 'DatasetDirectoryError',
           'ServersFileError', 'ServerError', 'DataError', 'SettingError',
-          'RunnerError', 'CheckpointReadError']
+          'RunnerError', 'CheckpointReadError', 'OptionsError']
 
 # Each error's group, and the built-in class it derives from (what a caller
 # of TF-Agents' module, or of this package before the groups, caught).
@@ -123,6 +124,7 @@ ERROR_TREE = {
     'ExportError': ('DataError', ValueError),
     'CheckpointReadError': ('CheckpointError', ValueError),
     'CheckpointWriteError': ('CheckpointError', ValueError),
+    'OptionsError': ('SettingError', ValueError),
     'TableOptionsError': ('SettingError', ValueError),
     'MixedReplayError': ('SettingError', ValueError),
     'AddressError': ('SettingError', ValueError),
@@ -193,7 +195,9 @@ def test_warnings_derive_from_the_package_warning(name):
 def test_a_group_catches_what_the_package_raises(tmp_path):
   """Real raises, caught by their group: a dataset that is not there (the
   data), table options out of range and an address that is not HOST:PORT
-  (settings), a checkpoint file that is not there (a checkpoint)."""
+  (settings), a push setting out of range (settings: `OptionsError`, a
+  `ValueError` as before), a checkpoint file that is not there (a
+  checkpoint)."""
   from rlds_reverb import tables  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   from rlds_reverb.checkpoints import records  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   with pytest.raises(rlds_reverb.DataError):
@@ -202,6 +206,8 @@ def test_a_group_catches_what_the_package_raises(tmp_path):
     tables.uniform('replay', max_size=0)
   with pytest.raises(rlds_reverb.SettingError):
     rlds_reverb.check_port_free('not a port')
+  with pytest.raises(rlds_reverb.OptionsError):
+    rlds_reverb.PushOptions(sequence_length=0)
   with pytest.raises(rlds_reverb.CheckpointError) as raised:
     list(records.read_records(str(tmp_path / 'tables.tfrecord')))
   assert type(raised.value) is rlds_reverb.CheckpointReadError
