@@ -8,6 +8,7 @@ and of serve's directories: tests/test_checkpoint_dirs.py).
 """
 
 import pathlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -198,22 +199,35 @@ def big_dataset(tmp_path_factory):
        for i in range(BIG_EPISODES)])
 
 
-def signalled_mid_build(dataset_dir, out, signum,
-                        *options) -> subprocess.Popen:
+# Builds tried before a signal lands mid-write (see `signalled_mid_build`).
+SIGNAL_ATTEMPTS = 3
+
+
+def signalled_mid_build(dataset_dir, out, signum, *options):
   """`rlds-reverb build` signalled once its checkpoint directory appears
-  (the data was read ahead, and the writing began)."""
-  process = warm_process.WarmPopen(
-      [sys.executable, '-m', 'rlds_reverb', 'build', '--dataset',
-       dataset_dir, '--out', str(out), *options],
-      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-  deadline = time.monotonic() + HANG_GUARD_S
-  while not (out.is_dir() and any(entry.is_dir() for entry in out.iterdir())):
-    assert process.poll() is None, process.communicate()
-    assert time.monotonic() < deadline
-    time.sleep(0.01)
-  process.send_signal(signum)
-  process.wait(timeout=HANG_GUARD_S)
-  return process
+  (the data was read ahead, and the writing began): (exit code, stdout,
+  stderr). The write takes a second or two; on a loaded machine this
+  process may look too late, after the build wrote (its 'built' line
+  printed): that build is removed and another started, up to
+  SIGNAL_ATTEMPTS (a build that ends first says nothing of a signal
+  mid-write)."""
+  for _ in range(SIGNAL_ATTEMPTS):
+    process = warm_process.WarmPopen(
+        [sys.executable, '-m', 'rlds_reverb', 'build', '--dataset',
+         dataset_dir, '--out', str(out), *options],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + HANG_GUARD_S
+    while not (out.is_dir() and any(entry.is_dir()
+                                    for entry in out.iterdir())):
+      assert process.poll() is None, process.communicate()
+      assert time.monotonic() < deadline
+      time.sleep(0.01)
+    process.send_signal(signum)
+    stdout, stderr = process.communicate(timeout=HANG_GUARD_S)
+    if not stdout.startswith('built '):
+      return process.returncode, stdout, stderr
+    shutil.rmtree(out)
+  pytest.fail(f'each of {SIGNAL_ATTEMPTS} builds ended before its signal')
 
 
 @pytest.mark.slow
@@ -224,9 +238,9 @@ def test_ctrl_c_mid_build_writes_nothing_and_says_so(big_dataset, tmp_path,
   """One checkpoint, or a part per server built in the command's own
   process (one worker: no pool) and then merged."""
   out = tmp_path / 'ckpt'
-  process = signalled_mid_build(big_dataset, out, signal.SIGINT, *options)
-  stdout, stderr = process.communicate()
-  assert (process.returncode, stdout) == (130, ''), stderr
+  code, stdout, stderr = signalled_mid_build(big_dataset, out, signal.SIGINT,
+                                             *options)
+  assert (code, stdout) == (130, ''), stderr
   assert error_lines(stderr) == [
       f'rlds-reverb: error: interrupted; nothing was written ({out} was not '
       'made)']
@@ -238,8 +252,8 @@ def test_ctrl_c_mid_build_writes_nothing_and_says_so(big_dataset, tmp_path,
 def test_sigkill_mid_build_leaves_nothing_a_server_loads(
     big_dataset, tmp_path):
   out = tmp_path / 'ckpt'
-  process = signalled_mid_build(big_dataset, out, signal.SIGKILL)
-  assert process.returncode == -signal.SIGKILL
+  code, _, _ = signalled_mid_build(big_dataset, out, signal.SIGKILL)
+  assert code == -signal.SIGKILL
   found = checkpoints.find(str(out))
   assert found.newest is None and len(found.unfinished) == 1, found
   server = reverb.Server(
