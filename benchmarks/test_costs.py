@@ -29,7 +29,8 @@ teardown of its tests: module fixtures count in the file that makes them):
 It prints a table per tier, most CPU first, with the tier's wall clock,
 the 20 slowest tests, and each test that starts a fresh Python (by
 `subprocess`, or `tests/warm_process.py` falling back to it) with the
-commands: a warm fork costs a fraction of one. Counts made inside child processes are not seen (their
+commands: a warm fork costs a fraction of one. Counts made inside child
+processes are not seen (their
 CPU is). `--json FILE` keeps everything for a later comparison.
 """
 

@@ -567,10 +567,10 @@ def build_shards(dataset: Union[str, Sequence[str]], directory: str, tables,
   _exit_if_importing_main()
   if workers < 1 or servers < 1:
     raise OptionsError(f'workers and servers must be >= 1, got {workers} and '
-                     f'{servers}.')
+                       f'{servers}.')
   if on_invalid not in ('raise', 'skip'):
     raise OptionsError(f"on_invalid: 'raise' or 'skip' (a build is all or "
-                     f'nothing), got {on_invalid!r}.')
+                       f'nothing), got {on_invalid!r}.')
   start = time.perf_counter()
   options = push_options.of(options, **settings)
   directory = os.fspath(directory)
@@ -621,7 +621,7 @@ def build_shards(dataset: Union[str, Sequence[str]], directory: str, tables,
 
 
 def _warn_capacity(texts: Sequence[str]) -> None:
-  """As `build_checkpoint` warns (TensorFlow imported only if any)."""
+  """As `build_checkpoint` warns."""
   if texts:
     for text in texts:
       warnings.warn(text, CapacityWarning, stacklevel=3)

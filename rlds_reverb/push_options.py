@@ -41,7 +41,7 @@ def choice(kind, value, name: str):
     return kind(value)
   except ValueError:
     raise OptionsError(f'{name} must be one of {[m.value for m in kind]}, got '
-                     f'{value!r}.') from None
+                       f'{value!r}.') from None
 
 
 class EndOfEpisode(enum.Enum):
@@ -88,17 +88,17 @@ class ImageStorage:
   def __post_init__(self):
     if self.mode not in IMAGE_MODES:
       raise OptionsError(f'images must be one of {list(IMAGE_MODES)}, got '
-                       f'{self.mode!r}.')
+                         f'{self.mode!r}.')
     if self.format not in IMAGE_FORMATS:
       raise OptionsError(f'image_format must be one of {list(IMAGE_FORMATS)}, '
-                       f'got {self.format!r}.')
+                         f'got {self.format!r}.')
     if not self.encoded and (self.fields is not None or self.format != 'png'):
       raise OptionsError(
           "image_fields and image_format apply to images='encoded' only.")
     if self.fields is not None:
       if isinstance(self.fields, str):
         raise OptionsError(f'image_fields must be a sequence of step field '
-                         f'paths, got the string {self.fields!r}.')
+                           f'paths, got the string {self.fields!r}.')
       object.__setattr__(self, 'fields', tuple(self.fields))
 
   @property
@@ -207,7 +207,7 @@ def of(options: Optional[PushOptions] = None, **keywords) -> PushOptions:
     return from_keywords(**keywords)
   if not isinstance(options, PushOptions):
     raise OptionsError(f'options must be a PushOptions, got '
-                     f'{type(options).__name__}.')
+                       f'{type(options).__name__}.')
   given = options.keywords()
   for name, value in keywords.items():
     if not _same(value, defaults[name]):
@@ -262,7 +262,8 @@ def check_priority(priority: float) -> float:
   try:
     value = float(priority)
   except (TypeError, ValueError):
-    raise OptionsError(f'priority must be a number, got {priority!r}.') from None
+    raise OptionsError(
+        f'priority must be a number, got {priority!r}.') from None
   if not (math.isfinite(value) and value >= 0):
     raise OptionsError(f'priority must be finite and >= 0, got {priority!r}.')
   return value
@@ -274,7 +275,7 @@ def check_lengths(sequence_length: int, stride_length: int) -> Tuple[int, int]:
       (sequence_length, 'sequence_length'), (stride_length, 'stride_length')))
   if min(lengths) < 1:
     raise OptionsError(f'sequence_length and stride_length must be >= 1, got '
-                     f'{sequence_length} and {stride_length}.')
+                       f'{sequence_length} and {stride_length}.')
   return lengths
 
 
@@ -324,7 +325,7 @@ def _timeout(timeout: Any) -> float:
   if not (isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
           and math.isfinite(timeout) and timeout > 0):
     raise OptionsError(f'timeout must be a finite number of seconds > 0, got '
-                     f'{timeout!r}.')
+                       f'{timeout!r}.')
   return timeout
 
 
@@ -334,7 +335,7 @@ def _image_storage(value: Union[str, ImageStorage]) -> ImageStorage:
   if isinstance(value, str):
     return ImageStorage(value)
   raise OptionsError(f'image_storage must be an ImageStorage or one of '
-                   f'{list(IMAGE_MODES)}, got {value!r}.')
+                     f'{list(IMAGE_MODES)}, got {value!r}.')
 
 
 def _same(value: Any, default: Any) -> bool:
