@@ -9,6 +9,24 @@ import threading
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
 import pytest  # pylint: disable=g-import-not-at-top
+import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+
+def _graph_optimizer_off() -> None:
+  """Grappler off in the tests' own processes (not in the processes they
+  start, which run as a user's do): it rewrites each `tf.data` function
+  graph when an iterator is made, for speed only, never for what a
+  function computes, and that cost most of the tier's iterators (65 ms of
+  CPU each for a small push's pipeline, 20 ms without).
+  RLDS_REVERB_TEST_GRAPPLER=1 keeps it on. docs/development_tiers.md,
+  "Eighth cuts".
+  """
+  if os.environ.get('RLDS_REVERB_TEST_GRAPPLER') != '1':
+    tf.config.optimizer.set_experimental_options(
+        {'disable_meta_optimizer': True})
+
+
+_graph_optimizer_off()
 
 import portpicker  # pylint: disable=g-import-not-at-top
 
