@@ -533,6 +533,26 @@ def test_settings_a_server_would_crash_on_are_refused(tmp_path, case):
   assert os.listdir(tmp_path) == []
 
 
+def test_ctrl_c_while_the_files_open_leaves_nothing(tmp_path, monkeypatch):
+  """A Ctrl-C after the checkpoint's directory is made, while its files
+  open (the moment a signal that waits for the directory lands: a slow-tier
+  `build` test once got 'ckpt holds no checkpoint'): the directory goes,
+  and the root too, as this writer made it."""
+  opened = record_writer.RecordWriter
+
+  def interrupted(path, *args, **kwargs):
+    if path.endswith(directories.ITEMS):
+      raise KeyboardInterrupt
+    return opened(path, *args, **kwargs)
+  monkeypatch.setattr(record_writer, 'RecordWriter', interrupted)
+  root = tmp_path / 'ckpt'
+
+  with pytest.raises(KeyboardInterrupt):
+    checkpoints.CheckpointWriter(os.fspath(root), [small_settings()])
+
+  assert os.listdir(tmp_path) == []
+
+
 def test_counts_must_match_the_items_written(tmp_path):
   writer = checkpoints.CheckpointWriter(
       os.fspath(tmp_path), [small_settings()])

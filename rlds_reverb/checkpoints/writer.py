@@ -206,6 +206,9 @@ class CheckpointWriter:
       self.abort()
       raise CheckpointWriteError(
           f'Cannot write a checkpoint in {root}: {e.strerror or e}') from e
+    except BaseException:  # A Ctrl-C while the files open: none left.
+      self.abort()
+      raise
 
   def __enter__(self) -> 'CheckpointWriter':
     return self
