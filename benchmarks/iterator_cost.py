@@ -3,7 +3,7 @@
 The tests turn Grappler off in their own processes (tests/conftest.py):
 TensorFlow runs it on each `tf.data` function's graph when an iterator is
 made. This program makes the conversion pipeline of a small dataset (3
-episodes, 84 steps) and times, in CPU seconds, making an iterator of it
+episodes, 84 steps) and times, in CPU milliseconds, making an iterator of it
 and reading it whole, in a fresh process with Grappler on (TensorFlow's
 default) and one with it off; rounds alternate, medians are printed with
 the ratio. Grappler rewrites graphs for speed only, so both read the same
@@ -70,9 +70,10 @@ def main() -> None:
   for grappler, results in runs.items():
     medians[grappler] = {key: statistics.median(r[key] for r in results)
                          for key in ('iterator_ms', 'read_ms')}
-    print(f'Grappler {grappler:3}: an iterator {medians[grappler]["iterator_ms"]:.1f} '
-          f'ms of CPU, a whole read {medians[grappler]["read_ms"]:.1f} ms '
-          f'(medians of {args.rounds})')
+    median = medians[grappler]
+    print(f'Grappler {grappler:3}: an iterator {median["iterator_ms"]:.1f} ms '
+          f'of CPU, a whole read {median["read_ms"]:.1f} ms (medians of '
+          f'{args.rounds})')
   for key, what in (('iterator_ms', 'an iterator'), ('read_ms', 'a read')):
     print(f'on / off, {what}: '
           f'{medians["on"][key] / medians["off"][key]:.2f}x')

@@ -16,8 +16,9 @@ def _graph_optimizer_off() -> None:
   """Grappler off in the tests' own processes (not in the processes they
   start, which run as a user's do): it rewrites each `tf.data` function
   graph when an iterator is made, for speed only, never for what a
-  function computes, and that cost most of the tier's iterators (65 ms of
-  CPU each for a small push's pipeline, 20 ms without).
+  function computes, and that is most of an iterator's cost here (56 ms of
+  CPU for a small conversion pipeline's, 12 ms without:
+  benchmarks/iterator_cost.py).
   RLDS_REVERB_TEST_GRAPPLER=1 keeps it on. docs/development_tiers.md,
   "Eighth cuts".
   """

@@ -195,20 +195,13 @@ class CheckpointWriter:
     self._referenced = _KeySet(unique=True)
     self._files: Dict[str, record_writer.RecordWriter] = {}
     self._closed = False
-    try:
+    with self._removed_on_failure(f'Cannot write a checkpoint in {root}'):
       os.makedirs(self.path)
       _write_mark(self.path, tables)
       for name in (directories.CHUNKS, directories.ITEMS):
         self._files[name] = record_writer.RecordWriter(
             os.path.join(self.path, name), level)
       self._level = level
-    except OSError as e:
-      self.abort()
-      raise CheckpointWriteError(
-          f'Cannot write a checkpoint in {root}: {e.strerror or e}') from e
-    except BaseException:  # A Ctrl-C while the files open: none left.
-      self.abort()
-      raise
 
   def __enter__(self) -> 'CheckpointWriter':
     return self
@@ -262,12 +255,15 @@ class CheckpointWriter:
       self._add_items(table, items)
 
   @contextlib.contextmanager
-  def _removed_on_failure(self):
-    """Any failure removes the checkpoint; OSErrors become ours."""
+  def _removed_on_failure(self, opening: Optional[str] = None):
+    """Any failure (a Ctrl-C too) removes the checkpoint; OSErrors become
+    ours: `opening: reason` while it is made, else the write that failed."""
     try:
       yield
     except OSError as e:
       self.abort()
+      if opening is not None:
+        raise CheckpointWriteError(f'{opening}: {e.strerror or e}') from e
       raise CheckpointWriteError(
           f'Writing the checkpoint {self.path} failed ({e.strerror or e}); '
           f'it is removed.') from e
