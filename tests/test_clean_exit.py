@@ -72,3 +72,42 @@ def test_a_script_serving_and_sampling_at_module_level_ends_cleanly(tmp_path):
   assert result.stdout == 'serving\n'
   assert ('Exception ignored in: <function Server.__del__' in result.stderr
           ), result.stderr
+
+
+# A watchdog asking a server that accepts connections and never answers:
+# its server_info holds the thread for its whole deadline (1 s).
+WATCHDOG_IN_A_CALL = textwrap.dedent('''
+    import socket
+    import threading
+    import time
+    from rlds_reverb.mixture import at_exit
+    from rlds_reverb.mixture import watchdog
+
+    silent = socket.socket()
+    silent.bind(('localhost', 0))
+    silent.listen(8)
+    place = watchdog.Place(name='source 0', table='replay', removes=False,
+                           address=f'localhost:{silent.getsockname()[1]}')
+    watchdog.Watchdog([place], timeout=60, demand=watchdog.Demand(1))
+    time.sleep(0.3)  # Its first server_info under way.
+    start = time.monotonic()
+    at_exit.settle()  # What the exit runs (atexit).
+    alive = [thread.name for thread in threading.enumerate()
+             if thread.name == 'rlds_reverb mixture watchdog']
+    print(alive, f'after {time.monotonic() - start:.1f} s')
+''')
+
+
+def test_the_exit_waits_for_a_watchdog_inside_a_server_call():
+  """A mixture's watchdog thread inside a server_info when the process
+  ends crashed it ('terminate called without an active exception',
+  SIGABRT: examples/mix_datasets.py, once, in the slow tier of
+  2026-12-07): the exit now waits until the thread has returned."""
+  from tests import warm_process  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  process = warm_process.WarmPopen(
+      [sys.executable, '-c', WATCHDOG_IN_A_CALL], stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE, text=True)
+  stdout, stderr = process.communicate(timeout=HANG_GUARD_S)
+  assert process.returncode == 0, stderr
+  assert stdout.startswith('[] '), stdout  # No watchdog thread left.
+  assert 'terminate called' not in stderr

@@ -196,9 +196,10 @@ class Watchdog:
     self._demand = demand
     self._lost = lost
     self.queue = tf.queue.FIFOQueue(1, tf.string, shapes=[[]])
-    at_exit.register(self.queue)
-    threading.Thread(target=self._run, daemon=True,
-                     name='rlds_reverb mixture watchdog').start()
+    thread = threading.Thread(target=self._run, daemon=True,
+                              name='rlds_reverb mixture watchdog')
+    at_exit.register(self.queue, thread)
+    thread.start()
 
   def _run(self) -> None:
     clients = {place.address: reverb.Client(place.address)
@@ -206,7 +207,7 @@ class Watchdog:
     verdict = Verdict(self._places, self._timeout,
                       drop=self._lost is not None)
     message, checked_at = '', -math.inf
-    while True:
+    while not at_exit.exiting():
       now = time.monotonic()
       # A failure stands: every reader gets it.
       if not message and now - checked_at >= CHECK_EVERY_S:
