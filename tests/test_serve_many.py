@@ -139,6 +139,12 @@ def test_one_serve_starts_every_server_of_a_build_and_stops_them(
       assert (f'rlds-reverb: server {k} of 2 ready on port '
               f'{addresses[k].split(":")[1]}: 3 items in {TABLE!r} (') in stderr
     assert 'rlds-reverb: all 2 servers ready in ' in stderr
+    # The build's record of the dataset spares the checker process
+    # (tests/test_build_record.py; test_a_dataset_the_build_does_not_fit_...
+    # runs the checker).
+    assert (f'rlds-reverb: the dataset and options are those {built} was '
+            'built with (dataset.json): the dataset is not signed '
+            'again') in stderr
     assert f': 6 items; addresses, tables and signature in {own}/servers.json' in stderr
     listed = json.loads((own / 'servers.json').read_text())
     assert [server['address'] for server in listed['servers']] == addresses

@@ -9,7 +9,9 @@
                   DONE last; warnings one line each as they come
               --> --workers N / --servers S: rlds_reverb.build_shards, N
                   processes, one checkpoint per server (episode I -> I % S)
-                  under DIR/server-K-of-S
+                  under DIR/server-K-of-S, and DIR/dataset.json: the
+                  dataset read, so that its serve need not sign it again
+                  (build_record)
               --> a summary: the checkpoint, what it holds, and the serve
                   command that starts from it
 
@@ -117,6 +119,8 @@ def run(args: argparse.Namespace) -> int:
       results = _built_by_workers(args, configured, item_options)
     else:
       results = [_checked_build(args, configured, item_options)]
+    if len(roots) > 1:
+      _record(args, roots)
   except KeyboardInterrupt as e:
     if args.runner:  # Its workers stopped since: what they left.
       _remove_unfinished(args.out, args.servers, made)
@@ -133,6 +137,18 @@ def run(args: argparse.Namespace) -> int:
   for line in after_build_notes(args):
     output.note(line)
   return output.EXIT_OK
+
+
+def _record(args: argparse.Namespace, roots: Sequence[str]) -> None:
+  """The dataset read, beside the build, so that its serve need not sign it
+  again (`build_record`); a record not written only costs that serve time."""
+  from rlds_reverb.cli import build_record  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  try:
+    build_record.write(args, args.out, roots)
+  except OSError as e:
+    output.note(f'could not write {build_record.RECORD} into {args.out} '
+                f'({output.error_line(e)}): its serve signs the dataset '
+                'again')
 
 
 def after_build_notes(args: argparse.Namespace) -> List[str]:

@@ -150,8 +150,9 @@ def run(args: argparse.Namespace) -> int:
       table_flags.table_options(args)  # Bad table options said once, here.
       requests = serve_loop.Requests()
       requests.install()
-      return serve_many.run(args, layout, requests,
-                            serve_native.native_loads(args, layout))
+      loads = serve_native.native_loads(args, layout)
+      return serve_many.run(args, layout, requests, loads,
+                            serve_native.recorded_check(args, layout, loads))
   configured = table_flags.table_options(args)
   for failed, message in options.image_usage_problems(args):
     if failed:

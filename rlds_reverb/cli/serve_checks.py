@@ -75,22 +75,27 @@ def memory_lines(row_spec, infos, measured=None) -> List[str]:
   the spec cannot size (encoded frames)."""
   from rlds_reverb.write import memory  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   estimate = memory.item_memory(row_spec, measured=measured)
-  per_item = wording.size(estimate.bytes_per_item)
+  return estimate_lines(estimate.bytes_per_item, estimate.unsized, infos)
+
+
+def estimate_lines(bytes_per_item: float, unsized: Sequence[str],
+                   infos) -> List[str]:
+  """`memory_lines` of an estimate already made (`build_record`'s)."""
+  per_item = wording.size(bytes_per_item)
   lines = []
   for name, info in infos.items():
     if info.max_size >= tables.UNBOUNDED_SIZE:
       total = (f'max_size {info.max_size:,} (unbounded) -> about '
-               f'{wording.size(estimate.bytes_per_item * 1e6)} per million '
-               'items')
+               f'{wording.size(bytes_per_item * 1e6)} per million items')
     else:
       total = (f'max_size {info.max_size:,} -> about '
-               f'{wording.size(estimate.bytes_per_item * info.max_size)}')
+               f'{wording.size(bytes_per_item * info.max_size)}')
     lines.append(f'memory estimate: table {name!r}: about {per_item} per '
                  f'item; {total}')
-  if estimate.unsized:
+  if unsized:
     lines.append(
         'memory estimate: not counting the data of '
-        f'{", ".join(repr(path) for path in estimate.unsized)} (strings or '
+        f'{", ".join(repr(path) for path in unsized)} (strings or '
         'shapes the spec leaves open: their size is not known before a push)')
   return lines
 

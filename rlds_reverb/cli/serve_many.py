@@ -24,7 +24,8 @@ every server loads a checkpoint holding just the tables served (a build, or
 the servers' own checkpoints), the children load it without TensorFlow
 (`serve_native`, `--parent-checks`) and one more process, the checker,
 checks the dataset against every checkpoint once as they load: they are
-ready when both are done. A child ends with this process (`lifeline`), so
+ready when both are done. No checker where the build recorded that very
+dataset and options and signed every checkpoint loaded (`build_record`). A child ends with this process (`lifeline`), so
 a killed parent leaves no server behind. BUILT is only read, as one serve
 reads a seed: a build handed as --checkpoint-dir is refused, since each
 server's first checkpoint would delete it.
@@ -250,21 +251,33 @@ class _Child:
     return f'localhost:{self.ready["port"]}' if self.ready else None
 
 
-def run(args, layout: Layout, requests,
-        loads: Optional[List[str]]) -> int:
+@dataclasses.dataclass(frozen=True)
+class Checked:
+  """The dataset's check of every server, made before they start (the
+  build's record of it, `build_record`): what the checker would print."""
+  fields: List[Dict[str, Any]]  # The signature's, for the servers file.
+  lines: List[str]
+
+
+def run(args, layout: Layout, requests, loads: Optional[List[str]],
+        checked: Optional[Checked] = None) -> int:
   """Serves `layout`'s servers until `requests.stop`, or one ends unasked.
   `requests`: serve's signal flags, installed before the children start.
   `loads`: the checkpoint each server loads, which a checker process checks
-  against the dataset as they load (`serve_native`); None: each child
-  checks its own."""
+  against the dataset as they load (`serve_native`), unless `checked`
+  already did; None: each child checks its own."""
   start = time.monotonic()
   events = queue.Queue()
   output.note(_starting_text(layout))
   children = [_Child(args, layout, server, events,
                      loads[server] if loads else None)
               for server in range(layout.servers)]
-  checker = _Checker(args, loads, events) if loads else None
+  checker = _Checker(args, loads, events) if loads and not checked else None
   watch = _Watch(layout, children, args.keep_going, checker)
+  if checked:
+    for line in checked.lines:
+      output.note(line)
+    watch.on_checked('checked', checked.fields, time.monotonic() - start)
   try:
     while watch.running():
       _take_events(events, watch, start)

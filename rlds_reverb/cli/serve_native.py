@@ -5,7 +5,10 @@ checker process checks the dataset for all of them.
              if every one holds exactly the tables served; then
              `serve_many` starts the checker beside the servers, both
              given those paths: the checker must not look again, as the
-             servers are making their roots meanwhile
+             servers are making their roots meanwhile. No checker when
+             the build recorded the dataset and options given and signed
+             every checkpoint loaded (`recorded_check`, `build_record`):
+             its recorded lines instead
     checker  check(args) (`--check-servers PID --check-load PATH...`):
              imports TensorFlow once, signs the dataset, and checks each
              server's checkpoint against it (the checks one serve makes
@@ -29,6 +32,7 @@ whole serve, as before.
 """
 
 import dataclasses
+import functools
 import json
 import os
 import shutil
@@ -41,6 +45,7 @@ from typing import List, Optional
 from rlds_reverb import reverb_native
 from rlds_reverb._util import lifeline
 from rlds_reverb.checkpoints import loading
+from rlds_reverb.cli import build_record
 from rlds_reverb.cli import options
 from rlds_reverb.cli import output
 from rlds_reverb.cli import serve_checkpoints
@@ -103,12 +108,26 @@ def check(args) -> int:
   for failed, message in options.image_usage_problems(args):
     if failed:
       raise output.CliError(message, output.EXIT_USAGE)
-  servers = len(args.check_load)
+  dataset = serve_checks.dataset_signature(args)
+  for line in checked_lines(args, dataset, args.check_load):
+    output.note(line)
+  print(json.dumps(output.spec_fields(dataset.signature)), flush=True)
+  sys.stderr.flush()
+  # Nothing to clean up; TensorFlow's own teardown takes seconds of the CPU
+  # that the loading servers need.
+  os._exit(output.EXIT_OK)  # pylint: disable=protected-access
+
+
+def checked_lines(args, dataset: serve_checks.DatasetSignature,
+                  loads: List[str]):
+  """The checker's lines, as it checks each server's checkpoint `loads[K]`
+  against `dataset`; `output.CliError` (exit 2), naming the server, at the
+  first that does not fit."""
+  servers = len(loads)
   found = [_Server(name=f'server {server} of {servers}',
                    load=serve_checks.read_checkpoint(path))
-           for server, path in enumerate(args.check_load)]
-  dataset = serve_checks.dataset_signature(args)
-  output.note_data(dataset.notes)
+           for server, path in enumerate(loads)]
+  yield from (f'note: {note}' for note in dataset.notes)
   measured = serve_checks.measured_frames(args, dataset.rlds_data)
   for server in found:
     try:
@@ -116,16 +135,39 @@ def check(args) -> int:
                                                dataset.hint)
     except output.CliError as e:
       raise output.CliError(f'{server.name}: {e}', output.EXIT_USAGE) from e
-    lines = serve_checkpoints.ignored_options_lines(args, server.load)
-    held = {settings.name: settings for settings in server.load.settings}
-    lines += serve_checks.memory_lines(dataset.row_spec, held, measured)
-    for line in lines:
-      output.note(f'{server.name}: {line}')
-  print(json.dumps(output.spec_fields(dataset.signature)), flush=True)
-  sys.stderr.flush()
-  # Nothing to clean up; TensorFlow's own teardown takes seconds of the CPU
-  # that the loading servers need.
-  os._exit(output.EXIT_OK)  # pylint: disable=protected-access
+    yield from _server_lines(args, server, functools.partial(
+        serve_checks.memory_lines, dataset.row_spec, measured=measured))
+
+
+def recorded_check(args, layout: serve_many.Layout,
+                   loads: Optional[List[str]]) -> Optional[serve_many.Checked]:
+  """The checker's verdict and lines as the build recorded them
+  (`build_record`), if the dataset and options are the build's and every
+  server loads a checkpoint it signed; else None: the checker runs."""
+  if not loads:
+    return None
+  found = build_record.verdict(args, layout.seed, loads)
+  if found is None:
+    return None
+  lines = [f'the dataset and options are those {layout.seed} was built with '
+           f'({build_record.RECORD}): the dataset is not signed again']
+  lines += [f'note: {note}' for note in found.notes]
+  for server, load in enumerate(loads):
+    lines += _server_lines(
+        args, _Server(name=layout.name(server),
+                      load=serve_checks.read_checkpoint(load)),
+        functools.partial(serve_checks.estimate_lines, found.bytes_per_item,
+                          found.unsized))
+  return serve_many.Checked(fields=found.fields, lines=lines)
+
+
+def _server_lines(args, server: _Server, memory_lines) -> List[str]:
+  """What the check says of one server: the table options its checkpoint's
+  settings replace, and its tables' memory (`memory_lines(held)`)."""
+  held = {settings.name: settings for settings in server.load.settings}
+  lines = (serve_checkpoints.ignored_options_lines(args, server.load) +
+           memory_lines(held))
+  return [f'{server.name}: {line}' for line in lines]
 
 
 # --- In each child. ------------------------------------------------------------
