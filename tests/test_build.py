@@ -32,6 +32,7 @@ from tests import rlds_dirs  # pylint: disable=g-import-not-at-top
 from tests.checkpoint_items import assert_same  # pylint: disable=g-import-not-at-top
 from tests.checkpoint_items import drained_tables  # pylint: disable=g-import-not-at-top
 from tests.checkpoint_items import pushed_checkpoint  # pylint: disable=g-import-not-at-top
+from tests import warned as warned_lib  # pylint: disable=g-import-not-at-top
 
 # Steps per episode: past a confirmation (4,096 rows), short ones too.
 LENGTHS = [1, 7, 300, 2, 400, 3, 250, 11, 399, 150, 6, 350, 4, 280, 5, 390,
@@ -85,7 +86,7 @@ def push_and_build(source, tmp_path, options_list, **settings):
     warnings.simplefilter('always')
     result = rlds_reverb.build_checkpoint(data, tmp_path / 'built',
                                           options_list, **settings)
-  assert [str(w.message) for w in warned] == list(result.warnings)
+  assert warned_lib.ours(warned) == list(result.warnings)
   server = served(options_list, signature, tmp_path / 'built')
   return pushed, (result.path, drained_tables(server, made_tables)), result
 
@@ -150,7 +151,7 @@ def test_an_nstep_table_too_small_keeps_the_newest_as_a_fifo_push_leaves_it(
   server = served([small], spec, tmp_path / 'ckpt')
 
   made = sum(max(n - 1, 0) for n in LENGTHS[:6])
-  assert [str(w.message) for w in warned] == [
+  assert warned_lib.ours(warned) == [
       f"table 'replay' holds at most 300 items; this build makes {made:,}, "
       f'so the checkpoint keeps the newest 300 and counts {made - 300:,} of '
       f'the oldest as removed, as a push into a fifo remover table would '

@@ -36,6 +36,7 @@ from tests import process_tree  # pylint: disable=g-import-not-at-top
 from tests import rlds_data  # pylint: disable=g-import-not-at-top
 from tests import warm_process
 from tests.cli_runs import HANG_GUARD_S  # pylint: disable=g-import-not-at-top
+from tests import warned as warned_lib  # pylint: disable=g-import-not-at-top
 
 LENGTHS = built_servers.LENGTHS
 SERVERS = built_servers.SERVERS
@@ -294,7 +295,7 @@ def test_a_server_too_small_keeps_its_newest_items_and_warns(
     results = parallel.build_shards(source, tmp_path / 'built', [small],
                                     workers=1, servers=SERVERS)
 
-  texts = [str(w.message) for w in warned]
+  texts = warned_lib.ours(warned)
   for server_index, result in enumerate(results):
     made = len(pushed[server_index])
     assert result.evicted == (('replay', made - 40),)

@@ -21,6 +21,7 @@ from tests import rlds_data
 from tests.cli_data import CLEAN
 from tests.cli_data import corrupt_second_record
 from tests.cli_data import write_tfds
+from tests import warned as warned_lib
 
 
 _episode = rlds_data.flat_episode_with
@@ -172,7 +173,7 @@ def test_capacity_problems_are_warnings(address):
     result = rlds_reverb.push(rlds_data.as_rlds(CLEAN), address, 'small')
   message = ("table 'small' holds at most 3 items and has 0; this push "
              'writes 6, so Reverb will silently remove 3 of the oldest.')
-  assert [str(w.message) for w in warned] == [message]
+  assert warned_lib.ours(warned) == [message]
   assert result.warnings == (message,)
   assert (result.items, _size(address, 'small')) == (6, 3)
 
@@ -213,7 +214,8 @@ def test_resume_refuses_tables_that_lost_what_was_confirmed(address, tmp_path):
       f'resume_anyway=True).')
   assert _size(address) == 0
   # As a push killed after its first episode leaves it: the rest, anyway.
-  state = json.loads(open(state_path).read())
+  with open(state_path) as f:
+    state = json.load(f)
   state.update(confirmed_episodes=1, confirmed_items=2, complete=False)
   with open(state_path, 'w') as f:
     json.dump(state, f)
@@ -283,7 +285,7 @@ def test_episodes_shorter_than_an_item_are_warned_of(address, sequence_length,
   with pytest.warns(rlds_reverb.ShortEpisodesWarning) as warned:
     result = rlds_reverb.push(rlds_data.as_rlds(CLEAN), address, 'a',
                               sequence_length=sequence_length)
-  assert [str(w.message) for w in warned] == [message + hint]
+  assert warned_lib.ours(warned) == [message + hint]
   assert result.warnings == (message + hint,)
   expected = sum(max(0, len(e['is_first']) - sequence_length + 1)
                  for e in CLEAN)

@@ -25,6 +25,7 @@ from tests import rlds_data
 from tests.cli_data import write_tfds
 from tests.cli_runs import run_cli_here
 from tests.server_process import ServerHere
+from tests import warned as warned_lib
 
 # 4 episodes, 3 + 5 + 4 + 6 steps: 14 two-step items.
 EPISODES = [rlds_data.flat_episode(n, seed=500 + n) for n in (3, 5, 4, 6)]
@@ -164,7 +165,7 @@ def test_a_resumed_push_names_only_the_items_not_its_own(make_tables,
     rlds_reverb.push(rlds_data.as_rlds(EPISODES[:1]), address, 'a')  # 2 more.
   with pytest.warns(rlds_reverb.TableNotEmptyWarning) as warned:
     push_stopping_at_the_malformed_episode()
-  assert [str(w.message) for w in warned] == [
+  assert warned_lib.ours(warned) == [
       f"table 'a' already holds {wording.count(ours + 2, 'item')}: "
       f'{wording.count(ours, "item")} confirmed by earlier runs of this push '
       f'and 2 others; this push adds to them']
@@ -182,5 +183,5 @@ def test_nstep_push_warns_too(make_server, dataset_dir):
                                                 discount=0.9)
   expected = (f"table 't' already holds {wording.count(held, 'item')}; "
               f'this push adds to them')
-  assert [str(w.message) for w in warned] == [expected]
+  assert warned_lib.ours(warned) == [expected]
   assert result.warnings == (expected,)

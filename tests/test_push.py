@@ -515,13 +515,21 @@ class ChildRun:
       try:
         code = self._child.wait(timeout=2 * HANG_GUARD_S)
       except subprocess.TimeoutExpired:
-        self.stop()
+        self._kill()
         code = None
       self._result = (code, self._read(self._out).splitlines(),
                       self._read(self._err))
     return self._result
 
   def stop(self) -> None:
+    """Kills the child if it runs, and closes its output files: left open,
+    they are finalized whenever the collector runs, maybe in a later test
+    whose `pytest.warns` then records their ResourceWarning."""
+    self._kill()
+    self._out.close()
+    self._err.close()
+
+  def _kill(self) -> None:
     if self._child.poll() is None:
       self._child.kill()
       self._child.wait()
