@@ -46,7 +46,6 @@ _BUNDLED = 'bundled:cartpole'  # sources.BUNDLED, which imports TensorFlow.
 @dataclasses.dataclass(frozen=True)
 class Verdict:
   """The check a checker would make, as the build recorded it."""
-  path: str  # The record.
   notes: List[str]
   fields: List[Dict[str, Any]]  # The signature's, for servers.json.
   bytes_per_item: float
@@ -85,7 +84,8 @@ def write(args, out: str, roots: Sequence[str]) -> None:
             'signature': output.spec_fields(dataset.signature),
             'bytes_per_item': estimate.bytes_per_item,
             'unsized': list(estimate.unsized),
-            'tables': _signatures(_newest(root) for root in roots)}
+            'tables': _signatures(checkpoints.checkpoint_load(_newest(root))
+                                  for root in roots)}
   path = os.path.join(out, RECORD)
   temporary = f'{path}.tmp'
   try:
@@ -98,20 +98,20 @@ def write(args, out: str, roots: Sequence[str]) -> None:
 
 
 def verdict(args, seed: Optional[str],
-            loads: Sequence[str]) -> Optional[Verdict]:
+            loads: Sequence[checkpoints.CheckpointLoad]) -> Optional[Verdict]:
   """The recorded check of the build `seed` if it holds for `args` and the
-  checkpoints `loads` (one per server); else None: the checker runs."""
+  checkpoints `loads` (one per server, their tables files read); else None:
+  the checker runs."""
   if not seed:
     return None
-  path = os.path.join(seed, RECORD)
   try:
-    with open(path) as file:
+    with open(os.path.join(seed, RECORD)) as file:
       record = json.load(file)
     if record['key'] != key(args):
       return None
     if any(_signatures([load]) != record['tables'] for load in loads):
       return None
-    return Verdict(path=path, notes=record['notes'],
+    return Verdict(notes=record['notes'],
                    fields=record['signature'],
                    bytes_per_item=record['bytes_per_item'],
                    unsized=record['unsized'])
@@ -119,12 +119,12 @@ def verdict(args, seed: Optional[str],
     return None
 
 
-def _signatures(paths) -> Dict[str, str]:
-  """Each table's signature as the checkpoints at `paths` hold it (base64
-  of its bytes); one table signed two ways gets no entry to match."""
+def _signatures(loads) -> Dict[str, str]:
+  """Each table's signature as the checkpoints `loads` hold it (base64 of
+  its bytes); one table signed two ways gets no entry to match."""
   found: Dict[str, set] = {}
-  for checkpoint in paths:
-    for settings in checkpoints.checkpoint_load(checkpoint).settings:
+  for load in loads:
+    for settings in load.settings:
       found.setdefault(settings.name, set()).add(
           base64.b64encode(settings.signature).decode('ascii'))
   return {name: signed.pop() for name, signed in found.items()

@@ -25,8 +25,9 @@ the servers' own checkpoints), the children load it without TensorFlow
 (`serve_native`, `--parent-checks`) and one more process, the checker,
 checks the dataset against every checkpoint once as they load: they are
 ready when both are done. No checker where the build recorded that very
-dataset and options and signed every checkpoint loaded (`build_record`). A child ends with this process (`lifeline`), so
-a killed parent leaves no server behind. BUILT is only read, as one serve
+dataset and options and signed every checkpoint loaded (`build_record`).
+A child ends with this process (`lifeline`), so a killed parent leaves no
+server behind. BUILT is only read, as one serve
 reads a seed: a build handed as --checkpoint-dir is refused, since each
 server's first checkpoint would delete it.
 """

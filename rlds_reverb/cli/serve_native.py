@@ -144,20 +144,21 @@ def recorded_check(args, layout: serve_many.Layout,
   """The checker's verdict and lines as the build recorded them
   (`build_record`), if the dataset and options are the build's and every
   server loads a checkpoint it signed; else None: the checker runs."""
-  if not loads:
+  if not loads or not layout.seed:
     return None
-  found = build_record.verdict(args, layout.seed, loads)
+  servers = [_Server(name=layout.name(server),
+                     load=serve_checks.read_checkpoint(path))
+             for server, path in enumerate(loads)]
+  found = build_record.verdict(args, layout.seed,
+                               [server.load for server in servers])
   if found is None:
     return None
   lines = [f'the dataset and options are those {layout.seed} was built with '
            f'({build_record.RECORD}): the dataset is not signed again']
   lines += [f'note: {note}' for note in found.notes]
-  for server, load in enumerate(loads):
-    lines += _server_lines(
-        args, _Server(name=layout.name(server),
-                      load=serve_checks.read_checkpoint(load)),
-        functools.partial(serve_checks.estimate_lines, found.bytes_per_item,
-                          found.unsized))
+  for server in servers:
+    lines += _server_lines(args, server, functools.partial(
+        serve_checks.estimate_lines, found.bytes_per_item, found.unsized))
   return serve_many.Checked(fields=found.fields, lines=lines)
 
 
