@@ -43,6 +43,7 @@ from rlds_reverb.build import table_options
 from rlds_reverb.build_parts import ServerParts
 from rlds_reverb.checkpoints import directories
 from rlds_reverb.checkpoints import parts as parts_lib
+from rlds_reverb.errors import OptionsError
 from rlds_reverb.errors import PipelineFailedError
 from rlds_reverb.push_options import PushOptions
 from rlds_reverb.specs import fields
@@ -70,8 +71,12 @@ class BuildCheckpoints(beam.PTransform):
       unless each of its positions (I % S == k, I < episodes) arrived once,
       written or skipped (`PipelineFailedError`).
 
-  Returns (from `expand`) the skipped episodes (`SkippedEpisode`s) and the
-  merges' results as `.skipped` and `.built`.
+  Returns (from `expand`) a dict: the skipped episodes (`SkippedEpisode`s)
+  as 'skipped', the merges' records as 'built'.
+
+  Its parts leave each bundle's end as outputs of `finish_bundle`, which
+  Beam 2.77's DaskRunner drops: there it would write every server an empty
+  checkpoint, so it is refused (`OptionsError`); `beam.build` runs on Dask.
   """
 
   def __init__(self, directory: str, tables, step_spec: Any, *,
@@ -110,6 +115,7 @@ class BuildCheckpoints(beam.PTransform):
                 options.chunk_length)
 
   def expand(self, episodes):
+    _check_runner(episodes.pipeline.runner)
     written = episodes | 'Parts' >> beam.ParDo(_WriteParts(
         self.directory, self.servers, self.step_spec, self.names,
         self.kind, self.on_invalid, self.batch_steps)).with_outputs(
@@ -133,6 +139,19 @@ class BuildCheckpoints(beam.PTransform):
     """The DoFn that reads and writes whole `read.Part`s (`beam.build`)."""
     return BuildParts(self.directory, self.servers, self.tables, self.kind,
                       self.on_invalid)
+
+
+# Runners that drop what a DoFn yields from `finish_bundle`.
+_DROPS_BUNDLE_OUTPUTS = ('DaskRunner',)
+
+
+def _check_runner(runner) -> None:
+  name = type(runner).__name__
+  if name in _DROPS_BUNDLE_OUTPUTS:
+    raise OptionsError(
+        f'BuildCheckpoints cannot run on {name}: {name} drops the parts each '
+        f'bundle writes, and every server would get an empty checkpoint. '
+        f'rlds_reverb.beam.build builds on {name}.')
 
 
 class _WriteParts(beam.DoFn):
