@@ -55,14 +55,16 @@ def _episode(index, episode):
   return episode
 
 
-def pushed_per_server(source, signature, servers: int = SERVERS):
+def pushed_per_server(source, signature, servers: int = SERVERS,
+                      **push_settings):
   """Per server k, the items a push of episodes I % S == k leaves."""
   items = []
   for server_index in range(servers):
     data = rlds_reverb.load(source).enumerate().filter(
         _keep(server_index, servers)).map(_episode)
     server = reverb_tables.start_server([tables.table(TABLE, signature)])
-    rlds_reverb.push(data, reverb_tables.address(server), TABLE.name)
+    rlds_reverb.push(data, reverb_tables.address(server), TABLE.name,
+                     **push_settings)
     items.append(reverb_tables.drain(server, TABLE.name))
     server.stop()
   return items

@@ -8,6 +8,7 @@ with what one `rlds_reverb.push` of the same data writes.
 """
 
 import collections
+import dataclasses
 import json
 import pathlib
 
@@ -24,6 +25,8 @@ import rlds_reverb
 from rlds_reverb import beam as rlds_beam
 from rlds_reverb.beam import pipeline as pipeline_lib
 from rlds_reverb.beam import read
+from rlds_reverb.checkpoints import parts
+from tests import built_servers
 from tests import reverb_tables
 from tests import rlds_data
 from tests import servers_files
@@ -207,6 +210,49 @@ def test_skipped_episodes_go_to_the_tagged_output(dirs, address):
           result.skipped_episodes) == (2, 8, 6, 4)
 
 
+def test_build_checkpoints_in_a_pipeline_of_ones_own(dirs, tmp_path):
+  """`ReadEpisodes | BuildCheckpoints`, composed by hand (not `beam.build`),
+  skipping as a push skips, 4 steps converted at once: server k's
+  checkpoint holds what a push of its share writes; 'skipped' names the
+  episodes left out, 'built' each server's counts."""
+  episodes = read.ReadEpisodes(dirs['mixed'])
+  with beam.Pipeline('DirectRunner') as pipeline:
+    built = pipeline | episodes | rlds_beam.BuildCheckpoints(
+        tmp_path / 'built', [built_servers.TABLE], episodes.step_spec,
+        servers=2, on_invalid='skip', batch_steps=4,
+        episodes=episodes.episodes)
+    beam_testing.assert_that(built['skipped'],
+                             beam_testing.equal_to(list(SKIPPED)),
+                             label='Skipped')
+    beam_testing.assert_that(
+        built['built'] | beam.Map(lambda r: (r['server'], r['items'])),
+        beam_testing.equal_to([(0, 2), (1, 4)]), label='Built')
+
+  signature = reverb_tables.signature_for(dirs['mixed'])
+  pushed = built_servers.pushed_per_server(dirs['mixed'], signature,
+                                           on_invalid='skip')
+  for server in range(2):
+    root = parts.server_root(tmp_path / 'built', server, 2)
+    built_servers.assert_same_items(
+        built_servers.loaded_items(root, signature), pushed[server])
+  assert [len(items) for items in pushed] == [2, 4]
+
+
+def test_build_checkpoints_is_refused_on_dask(dirs):
+  """DaskRunner drops `finish_bundle` outputs: the parts would never reach
+  the merge, and each server would get an empty checkpoint marked done."""
+  from apache_beam.runners.dask import dask_runner  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  episodes = read.ReadEpisodes(dirs['data'])
+  pipeline = beam.Pipeline(runner=dask_runner.DaskRunner())
+  with pytest.raises(rlds_reverb.OptionsError) as error:
+    _ = pipeline | episodes | rlds_beam.BuildCheckpoints(
+        '/nonexistent/built', ['replay'], episodes.step_spec, servers=2)
+  assert str(error.value) == (
+      'BuildCheckpoints cannot run on DaskRunner: DaskRunner drops the parts '
+      'each bundle writes, and every server would get an empty checkpoint. '
+      'rlds_reverb.beam.build builds on DaskRunner.')
+
+
 def _pushed_by_hand(dirs, address, directory):
   """`beam.push`'s pipeline, by hand; the parts' records it leaves."""
   from rlds_reverb.beam import results  # pylint: disable=g-import-not-at-top,import-outside-toplevel
@@ -216,8 +262,8 @@ def _pushed_by_hand(dirs, address, directory):
   _ = (pipeline | beam.Create(episodes.parts)
        | beam.ParDo(writer.parts_dofn(episodes.image_storage))
        | beam.Map(pipeline_lib.recorded, str(directory)))
-  pipeline_lib.run(pipeline, 'DirectRunner')
-  return episodes, results.read(str(directory))
+  result, _ = pipeline_lib.run(pipeline, 'DirectRunner')
+  return episodes, results.read(str(directory)), result.metrics()
 
 
 def test_a_part_lost_or_repeated_fails_the_push(dirs, address, tmp_path):
@@ -225,12 +271,25 @@ def test_a_part_lost_or_repeated_fails_the_push(dirs, address, tmp_path):
   with it twice, as DaskRunner's gathered results would hold a part a
   runner repeated (the files of local runners are per part: a retry
   rewrites its own). The build's guard is tested with a runner that drops
-  a part: test_build_servers.py."""
-  episodes, records = _pushed_by_hand(dirs, address, tmp_path)
+  a part: test_build_servers.py. Where the runner has counters (local
+  runners), counts that the records and counters disagree on fail too."""
+  episodes, records, metrics = _pushed_by_hand(dirs, address, tmp_path)
   third = [r for r in records if r['first'] == 4]
   lost = [r for r in records if r['first'] != 4]
   assert len(third) == 1 and len(lost) == len(records) - 1
-  pipeline_lib.pushed_of(records, episodes.episodes, 'DirectRunner', 1.0)
+  pushed = pipeline_lib.pushed_of(records, episodes.episodes, 'DirectRunner',
+                                  1.0)
+  pipeline_lib._check_counters(metrics, pushed, 'DirectRunner')  # pylint: disable=protected-access
+  with pytest.raises(rlds_reverb.PipelineFailedError) as error:
+    pipeline_lib._check_counters(  # pylint: disable=protected-access
+        metrics, dataclasses.replace(pushed, items=pushed.items + 1),
+        'DirectRunner')
+  counts = (f'{pushed.episodes} episodes, {pushed.trajectories} '
+            f'trajectories, {{}} items, 0 skipped_episodes')
+  assert str(error.value) == (
+      f'The Beam push on DirectRunner: its counters say '
+      f'{counts.format(pushed.items)}, its parts\' records '
+      f'{counts.format(pushed.items + 1)}.')
   for problem, given in (('missing episodes 4-5', lost),
                          ('episodes repeated 4-5', records + third)):
     with pytest.raises(rlds_reverb.PipelineFailedError) as error:
@@ -252,9 +311,20 @@ def test_push_counts_come_from_the_records_and_match_the_counters(
       pushed.episodes, pushed.trajectories, pushed.items)
 
 
-def test_malformed_episode_fails_the_pipeline_naming_it(dirs, address):
+def _composed_push(source, address, table):
+  """`ReadEpisodes | WriteToReverb`, composed by hand."""
+  episodes = read.ReadEpisodes(source)
+  pipeline = beam.Pipeline('DirectRunner')
+  _ = pipeline | episodes | rlds_beam.WriteToReverb(
+      address, table, step_spec=episodes.step_spec)
+  pipeline_lib.run(pipeline, 'DirectRunner')
+
+
+@pytest.mark.parametrize('push', [rlds_beam.push, _composed_push],
+                         ids=['push', 'composed'])
+def test_malformed_episode_fails_the_pipeline_naming_it(dirs, address, push):
   with pytest.raises(rlds_reverb.PipelineFailedError) as error:
-    rlds_beam.push(dirs['mixed'], address, 'm')
+    push(dirs['mixed'], address, 'm')
   assert str(error.value).startswith(
       'The Beam pipeline failed on DirectRunner: MalformedEpisodeError: '
       'Terminal step must be the last step of an episode. (episode 2, '
