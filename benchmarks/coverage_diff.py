@@ -21,13 +21,20 @@ import sys
 
 
 def _files(out: str) -> dict:
-  """coverage.py's JSON report of a run's data, per file."""
+  """coverage.py's JSON report of a run's data, per file. Made anew where
+  the measured tree is there; else the report made earlier (a failed
+  `coverage json` would remove it: the new one goes to a file beside)."""
   env = dict(os.environ, COVERAGE_RCFILE=os.path.join(out, 'covrc'))
   subprocess.run(['coverage', 'combine', '--append', '-q'], cwd=out, env=env,
                  check=False)
   report = os.path.join(out, 'coverage.json')
-  subprocess.run(['coverage', 'json', '-q', '-o', report], cwd=out, env=env,
-                 check=True)
+  made = subprocess.run(['coverage', 'json', '-q', '-o', report + '.new'],
+                        cwd=out, env=env, check=False, capture_output=True,
+                        text=True)
+  if made.returncode == 0:
+    os.replace(report + '.new', report)
+  elif not os.path.exists(report):
+    sys.exit(f'{out}: no coverage report: {made.stdout.strip()}')
   with open(report) as f:
     return json.load(f)['files']
 

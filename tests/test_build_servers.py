@@ -72,14 +72,21 @@ def test_local_workers_build_one_checkpoint_per_server(
 
 
 def test_servers_built_in_one_process_share_the_skips_as_the_episodes(
-    tmp_path):
+    tmp_path, monkeypatch):
   """Episode I and its skip go to server I % S; each server's checkpoint
   holds what a build of its kept episodes alone holds; a server whose
-  episodes were all skipped gets an empty one."""
+  episodes were all skipped gets an empty one. Episode 0 is longer than a
+  push confirms at once (`cadence.CONFIRM_EVERY_ROWS`) and blocks are one
+  row: server 0's blocks are written as its episodes come and at the end
+  (as 64K-row blocks are on real data)."""
   from rlds_reverb import build  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.checkpoints import plan  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.write import cadence  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  monkeypatch.setattr(plan, 'BLOCK_ROWS', 1)
   episode = rlds_data.flat_episode_with
+  long = cadence.CONFIRM_EVERY_ROWS + 5
   # 0 fine, 1 flagged invalid, 2 malformed, 3 empty, 4 fine.
-  episodes = [episode(3, 0), episode(4, 1),
+  episodes = [episode(long, 0), episode(4, 1),
               episode(4, 2, is_terminal={1: True}), episode(0, 3),
               episode(5, 4)]
   data = rlds_data.as_rlds(
@@ -93,7 +100,7 @@ def test_servers_built_in_one_process_share_the_skips_as_the_episodes(
           for result in results] == [[(2, 'terminal_not_last')],
                                      [(1, 'flagged_invalid'), (3, 'empty')]]
   assert [(r.episodes, r.trajectories, r.items) for r in results] == [
-      (2, 8, 2 + 4), (0, 0, 0)]
+      (2, long + 5, long - 1 + 4), (0, 0, 0)]
   signature = specs.table_signature(specs.trajectory_spec(
       specs.step_format(data).spec))
   rlds_reverb.build_checkpoint(
@@ -190,6 +197,30 @@ def test_beam_builds_nstep_transitions_as_one_process_does(source, tmp_path):
     assert_same_items(got, want[server_index])
     assert result.items == len(got) == sum(
         n - 1 for n in LENGTHS[server_index::SERVERS])
+
+
+@extras.needs('beam')
+@pytest.mark.parametrize('kind', [dict(n=3), dict(discount=0.9)])
+def test_beam_build_takes_n_and_discount_together(source, tmp_path, kind):
+  from rlds_reverb import beam as rlds_beam  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  with pytest.raises(ValueError) as error:
+    rlds_beam.build(source, tmp_path / 'built', [TABLE], servers=SERVERS,
+                    **kind)
+  assert str(error.value) == 'n-step transitions need both n and discount.'
+  assert not os.path.exists(tmp_path / 'built')
+
+
+@extras.needs('beam')
+def test_a_build_whose_runner_lost_a_merge_fails_naming_the_server():
+  """The merges' records without server 1's (a runner that never ran it):
+  no results, and which server's checkpoint is not complete."""
+  from rlds_reverb.beam import pipeline as pipeline_lib  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  from rlds_reverb.errors import PipelineFailedError  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  with pytest.raises(PipelineFailedError) as error:
+    pipeline_lib._built_of([{'server': 0}], 3, 1.0, (), 'DirectRunner')  # pylint: disable=protected-access
+  assert str(error.value) == (
+      'The Beam build on DirectRunner ended without the merge of server(s) '
+      '1, 2 of 3: the runner lost it; no checkpoint of theirs is complete.')
 
 
 @pytest.fixture(scope='module')

@@ -654,6 +654,10 @@ def test_roots_and_tables_a_checkpoint_cannot_be_written_for(tmp_path):
       (dict(root=tmp_path / 'notes', tables=[settings]),
        f'Cannot write a checkpoint: {tmp_path / "notes"} is not empty: it '
        f'holds notes.txt; a build writes into a new or empty directory.'),
+      # A name the file system refuses (longer than NAME_MAX).
+      (dict(root=tmp_path / ('x' * 300), tables=[settings]),
+       f'Cannot write a checkpoint in {tmp_path / ("x" * 300)}: File name '
+       f'too long'),
   ]
   for options, message in cases:
     with pytest.raises(CheckpointWriteError) as raised:
