@@ -10,6 +10,7 @@ The default tier checks the same pipelines on DirectRunner (test_beam.py,
 test_build_servers.py), and the completeness guard there.
 """
 
+import json
 import os
 import signal
 import threading
@@ -32,6 +33,7 @@ from tests.built_servers import signature  # pylint: disable=unused-import
 from tests.built_servers import source  # pylint: disable=unused-import
 from tests import export_data
 from tests import reverb_tables
+from tests.cli_runs import run_cli_here
 
 pytestmark = pytest.mark.slow
 TABLE = built_servers.TABLE
@@ -69,6 +71,27 @@ def test_push_on_dask_writes_what_one_push_writes(cluster, source,
   assert len(from_push) == pushed.items > 0
   assert reverb_tables.as_multiset(from_dask) == reverb_tables.as_multiset(
       from_push)
+
+
+def test_the_push_command_runs_on_a_scheduler_given(cluster, source,
+                                                   signature):
+  """`push --runner dask --dask-scheduler ADDRESS`: the pipeline runs on the
+  cluster named (this module's), which the command leaves running."""
+  server = reverb_tables.start_server([tables.table(TABLE, signature)])
+  try:
+    pushed = run_cli_here(
+        'push', '--dataset', source, '--server', reverb_tables.address(server),
+        '--table', TABLE.name, '--runner', 'dask', '--dask-scheduler',
+        cluster, '--json')
+    held = reverb_tables.table_size(reverb_tables.client_of(server),
+                                    TABLE.name)
+  finally:
+    server.stop()
+  assert pushed.returncode == 0, pushed.stderr
+  assert held == sum(LENGTHS) - len(LENGTHS)
+  assert json.loads(pushed.stdout)['items'] == held
+  with distributed.Client(cluster, timeout=10) as client:
+    assert len(client.scheduler_info()['workers']) == 2
 
 
 @pytest.mark.parametrize('servers', [2, 3])

@@ -96,6 +96,16 @@ class ServeMany:
   def stderr(self) -> str:
     return self.stderr_path.read_text()
 
+  def each_ready(self, addresses, items: int) -> str:
+    """Its stderr, once checked for each server's ready line: its port and
+    the items it holds."""
+    stderr = self.stderr()
+    for k, address in enumerate(addresses):
+      assert (f'rlds-reverb: server {k} of 2 ready on port '
+              f'{address.split(":")[1]}: {items} items in {TABLE!r} ('
+              ) in stderr, stderr
+    return stderr
+
   def wait_for(self, text: str, count: int = 1) -> str:
     deadline = time.monotonic() + DEADLINE_S
     while self.stderr().count(text) < count:
@@ -134,10 +144,7 @@ def test_one_serve_starts_every_server_of_a_build_and_stops_them(
                     '--checkpoint-dir', own)
   try:
     addresses = serve.wait_until_serving()
-    stderr = serve.stderr()
-    for k in range(SERVERS):
-      assert (f'rlds-reverb: server {k} of 2 ready on port '
-              f'{addresses[k].split(":")[1]}: 3 items in {TABLE!r} (') in stderr
+    stderr = serve.each_ready(addresses, 3)
     assert 'rlds-reverb: all 2 servers ready in ' in stderr
     # The build's record of the dataset spares the checker process
     # (tests/test_build_record.py; test_a_dataset_the_build_does_not_fit_...
@@ -178,6 +185,34 @@ def test_one_serve_starts_every_server_of_a_build_and_stops_them(
   assert stderr.endswith('rlds-reverb: all 2 servers stopped\n'), stderr
   assert not (own / 'servers.json').exists()
   assert tree(built) == before
+
+
+@pytest.mark.slow
+def test_servers_with_nothing_to_load_each_sign_the_dataset(dataset,
+                                                            tmp_path):  # pylint: disable=redefined-outer-name
+  """Own roots of 2 servers, made but empty (no build, no checkpoint yet):
+  no server can start without TensorFlow, so each child runs the whole
+  serve (signs the dataset, starts empty) and reports ready to the parent;
+  SIGINT checkpoints each into its own root. (Slow tier: two TensorFlow
+  starts; the default tier serves a build, whose servers load natively.)"""
+  own = tmp_path / 'own'
+  for k in range(SERVERS):
+    (own / _root(k)).mkdir(parents=True)
+  serve = ServeMany(dataset, tmp_path / 'stderr', '--checkpoint-dir', own)
+  try:
+    addresses = serve.wait_until_serving()
+    stderr = serve.each_ready(addresses, 0)
+    assert 'dataset.json' not in stderr
+    for pid in serve.servers():
+      assert '--parent-checks' not in _command_line(pid)
+    listed = json.loads((own / 'servers.json').read_text())
+    assert [server['address'] for server in listed['servers']] == addresses
+    os.kill(serve.process.pid, signal.SIGINT)
+    assert serve.finish() == 0, serve.stderr()
+  finally:
+    serve.kill()
+  for k in range(SERVERS):
+    assert len(directories.find(own / _root(k)).complete) == 1
 
 
 # The library `import tensorflow` loads; `reverb_native` loads only its C++.

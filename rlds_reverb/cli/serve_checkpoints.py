@@ -90,14 +90,14 @@ def _own_root(root: str) -> directories.Checkpoints:
 
 
 def own_root_problem(found: directories.Checkpoints) -> Optional[str]:
-  """Why `found.root` must not be a server's checkpoint root, or None."""
+  """Why `found.root` must not be a server's checkpoint root, or None. (A
+  root of many servers' builds never comes here: `serve_many.layout_of`
+  serves or refuses it first, for --from-checkpoint too.)"""
   root = found.root
   if os.path.exists(root) and not os.path.isdir(root):
     return f'{root} is not a directory'
   if found.is_checkpoint:
     return _one_checkpoint_text(root)
-  if found.servers:
-    return _servers_text(found)
   deleted = ("the server's first checkpoint (SIGUSR1, stop, export "
              "--server) would delete it, as Reverb's checkpointer keeps only "
              'the newest entry of its directory')
@@ -137,13 +137,6 @@ def _one_checkpoint_text(path: str) -> str:
           f"server's first checkpoint would delete its files: {instead}")
 
 
-def _servers_text(found: directories.Checkpoints) -> str:
-  servers = directories.server_roots(found)
-  return (f'{found.root} holds one build per server ({", ".join(servers)}): '
-          f'serve --from-checkpoint {found.root} serves them all, one '
-          'process each')
-
-
 def incomplete_text(found: directories.Checkpoints) -> Optional[str]:
   """A warning of Reverb's own incomplete checkpoints in the server's root,
   which Reverb skips and deletes at the next checkpoint; None if none."""
@@ -173,8 +166,6 @@ def _seed(path: str) -> str:
           f'{directories.DONE} file: its writer failed or was killed)')
     return path
   found = directories.find(path)
-  if found.servers:
-    raise _usage(f'--from-checkpoint: {_servers_text(found)}')
   if not found.newest:
     raise _usage(
         f'--from-checkpoint: {path} holds no complete checkpoint (a '
