@@ -440,6 +440,18 @@ def test_writable_error_read_only(tmp_path):
       f'{read_only} is not writable: Permission denied')
 
 
+def test_the_stop_line_names_tables_in_the_order_given():
+  """Reverb's server_info lists tables in an order that changes from run to
+  run (test_serve_tables' stop line once came out reversed): the line
+  follows --table's order."""
+  assert serve_loop.discarded_text(
+      lambda: {'ratio': 4, 'fifo': 0, 'uniform': 29_976}, ['uniform', 'fifo',
+                                                          'ratio']) == (
+      "stopped without --checkpoint-dir: the 29,976 items of table "
+      "'uniform', 4 items of table 'ratio' are discarded (serve "
+      "--checkpoint-dir DIR writes a checkpoint at stop and reloads it)")
+
+
 @pytest.mark.parametrize('sizes, text', [
     ({'replay': 0}, 'stopped without --checkpoint-dir; the table was empty, '
      'nothing is discarded'),

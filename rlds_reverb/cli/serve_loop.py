@@ -84,10 +84,11 @@ def checkpoint(client, checkpoint_dir: str) -> str:
 def discarded_text(sizes: Callable[[], Dict[str, int]],
                    names: Sequence[str]) -> str:
   """What stopping without --checkpoint-dir throws away; `sizes()` asks the
-  server for {table: items}."""
+  server for {table: items}. Tables in the order given (`names`), not the
+  server's, which changes from run to run."""
   try:
-    held_sizes = {name: size for name, size in sizes().items()
-                  if name in names}
+    found = sizes()
+    held_sizes = {name: found[name] for name in names if name in found}
     held = ', '.join(f'{wording.count(size, "item")} of table {name!r}'
                      for name, size in held_sizes.items() if size)
     if not held:
