@@ -1007,6 +1007,14 @@ def test_weights_without_a_loss_are_as_given():
   assert weights(0) == [1.0, 3.0]
 
 
+def test_the_sources_of_a_dropped_server_weigh_0():
+  """Called on tf.data's threads in a mixture, which coverage.py does not
+  trace: here directly (the killed-server runs check the batches)."""
+  weights = weights_lib.WithoutLost(weights_lib.Scheduled([1, 3, 2], 0),
+                                    [A, B, A], lambda: {A})
+  assert weights(0) == [0.0, 3.0, 0.0]
+
+
 def test_a_server_lost_warning_made_an_error_fails_with_its_text(
     servers, refused_address):
   """A watchdog of a live server and a refused one, dropping: under an
