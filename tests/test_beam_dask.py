@@ -76,7 +76,9 @@ def test_push_on_dask_writes_what_one_push_writes(cluster, source,
 def test_the_push_command_runs_on_a_scheduler_given(cluster, source,
                                                    signature):
   """`push --runner dask --dask-scheduler ADDRESS`: the pipeline runs on the
-  cluster named (this module's), which the command leaves running."""
+  cluster named (this module's), which the command leaves running; its one
+  line of JSON, nothing on stderr. (The quiet workers of a cluster the
+  command starts: test_beam_dask_commands.py, with `build`.)"""
   server = reverb_tables.start_server([tables.table(TABLE, signature)])
   try:
     pushed = run_cli_here(
@@ -87,7 +89,7 @@ def test_the_push_command_runs_on_a_scheduler_given(cluster, source,
                                     TABLE.name)
   finally:
     server.stop()
-  assert pushed.returncode == 0, pushed.stderr
+  assert (pushed.returncode, pushed.stderr) == (0, '')
   assert held == sum(LENGTHS) - len(LENGTHS)
   assert json.loads(pushed.stdout)['items'] == held
   with distributed.Client(cluster, timeout=10) as client:
