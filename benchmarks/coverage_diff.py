@@ -2,8 +2,9 @@
 the lines and branches covered, and those covered before but not after.
 
 Each OUT directory holds one coverage run's data (coverage.py, branch=True,
-`patch = subprocess` so that commands and workers count), of the same
-rlds_reverb code: the covered lines are compared as sets. See
+`patch = subprocess, _exit, fork` so that commands, workers and forked
+processes count), of the same rlds_reverb code: the covered lines are
+compared as sets. See
 docs/development_tiers.md, "Coverage before and after".
 
     python benchmarks/coverage_diff.py BEFORE_OUT AFTER_OUT
