@@ -91,6 +91,17 @@ def test_beam_option_must_be_key_value(capsys):
           in capsys.readouterr().err)
 
 
+@extras.needs('beam')
+def test_runner_dask_without_dask_is_one_line(monkeypatch, capsys):
+  """Apache Beam installed, Dask not (the `beam` extra installs both)."""
+  monkeypatch.setitem(sys.modules, 'dask.distributed', None)  # Not installed.
+  assert cli.main(PUSH + ['--server', 'h:1', '--runner', 'dask',
+                          '--workers', '2']) == 2
+  assert capsys.readouterr().err == (
+      'rlds-reverb: error: --runner dask needs dask[distributed], which is '
+      'not installed: pip install "rlds_reverb[beam]"\n')
+
+
 # A push without --runner (against no server), then one with --runner where
 # Beam cannot be imported, in one fresh interpreter.
 WITHOUT_BEAM = r"""
