@@ -65,6 +65,18 @@ def test_other_import_time_settings_start_a_new_process():
   assert (warm.stdout, fresh.stdout) == ('True\n', 'False\n')
 
 
+def test_a_setting_this_process_changed_starts_a_new_zygote(monkeypatch):
+  """An import-time variable set in the test process itself (Dask's
+  LocalCluster sets PYTHONHASHSEED where it starts) does not leave every
+  later child cold: the next child comes from a zygote started with it."""
+  code = 'import os, sys; print("tensorflow" in sys.modules, ' \
+         'os.environ.get("PYTHONHASHSEED"))'
+  monkeypatch.delenv('PYTHONHASHSEED', raising=False)
+  assert _run('-c', code).stdout == 'True None\n'
+  monkeypatch.setenv('PYTHONHASHSEED', '6640')
+  assert _run('-c', code).stdout == 'True 6640\n'
+
+
 def test_a_stand_in_is_the_command_for_a_shell(tmp_path):
   """`exec_warm` behind a command on PATH, as the docs' pages run
   `rlds-reverb`: its output and exit status are the child's, a Ctrl-C of

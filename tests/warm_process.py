@@ -279,13 +279,21 @@ class _Zygote:
   def __init__(self):
     self._lock = threading.Lock()
     self._process = None
+    self._retired = []  # Zygotes started with settings since changed.
     self._path = None
     self._env = None
 
   def env(self) -> dict:
     """The environment the zygote imports with: this process's, when the
-    first warm child starts it."""
+    first warm child starts it. If this process's own import-time settings
+    changed since (Dask's LocalCluster sets PYTHONHASHSEED in the process
+    that starts it), the next warm child starts a new zygote with them, or
+    every later child would start cold. The old zygote runs on for the
+    children it forked, and ends with this process."""
     with self._lock:
+      if self.running() and not same_imports(dict(os.environ), self._env):
+        self._retired.append(self._process)
+        self._process = None
       return self._env if self.running() else dict(os.environ)
 
   def ensure(self) -> None:
@@ -447,6 +455,7 @@ _PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2,
 def zygote_socket() -> str:
   """The zygote's socket (starting it), for stand-ins run in child
   processes: put it in their environment as ZYGOTE_VARIABLE."""
+  _ZYGOTE.env()  # Retires a zygote whose settings this process changed.
   _ZYGOTE.ensure()
   return _ZYGOTE.path
 
