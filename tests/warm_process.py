@@ -279,7 +279,6 @@ class _Zygote:
   def __init__(self):
     self._lock = threading.Lock()
     self._process = None
-    self._retired = []  # Zygotes started with settings since changed.
     self._path = None
     self._env = None
 
@@ -291,16 +290,21 @@ class _Zygote:
     every later child would start cold. The old zygote runs on for the
     children it forked, and ends with this process."""
     with self._lock:
-      if self.running() and not same_imports(dict(os.environ), self._env):
-        self._retired.append(self._process)
-        self._process = None
+      self._retire_if_changed()
       return self._env if self.running() else dict(os.environ)
 
   def ensure(self) -> None:
-    """Starts the zygote unless it runs."""
+    """Starts the zygote unless it runs (with this process's settings)."""
     with self._lock:
+      self._retire_if_changed()
       if not self.running():
         self._start()
+
+  def _retire_if_changed(self) -> None:
+    """Forgets a zygote started with import-time settings this process has
+    since changed (atexit still holds it, to kill it at the end)."""
+    if self.running() and not same_imports(dict(os.environ), self._env):
+      self._process = None
 
   def connect(self) -> socket.socket:
     self.ensure()
@@ -455,7 +459,6 @@ _PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2,
 def zygote_socket() -> str:
   """The zygote's socket (starting it), for stand-ins run in child
   processes: put it in their environment as ZYGOTE_VARIABLE."""
-  _ZYGOTE.env()  # Retires a zygote whose settings this process changed.
   _ZYGOTE.ensure()
   return _ZYGOTE.path
 

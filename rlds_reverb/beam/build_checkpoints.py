@@ -37,6 +37,7 @@ from rlds_reverb import checked_push
 from rlds_reverb import push_options
 from rlds_reverb import tables as tables_lib
 from rlds_reverb.beam import results
+from rlds_reverb.beam import runners
 from rlds_reverb.beam import write
 from rlds_reverb.build import ItemKind
 from rlds_reverb.build import table_options
@@ -141,13 +142,10 @@ class BuildCheckpoints(beam.PTransform):
                       self.on_invalid)
 
 
-# Runners that drop what a DoFn yields from `finish_bundle`.
-_DROPS_BUNDLE_OUTPUTS = ('DaskRunner',)
-
-
 def _check_runner(runner) -> None:
+  """DaskRunner drops what a DoFn yields from `finish_bundle`."""
   name = type(runner).__name__
-  if name in _DROPS_BUNDLE_OUTPUTS:
+  if runners.is_dask(name):
     raise OptionsError(
         f'BuildCheckpoints cannot run on {name}: {name} drops the parts each '
         f'bundle writes, and every server would get an empty checkpoint. '
