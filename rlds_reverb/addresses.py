@@ -6,11 +6,13 @@
                                                         at once
                     no answer within the timeout     -> ServerUnavailableError
                     connected: gRPC's HTTP/2 preface sent, the answer read
-                      (a few seconds at most)
+                      (until the timeout at most)
                       not an HTTP/2 SETTINGS frame   -> ServerUnavailableError
                                                         ("did not answer as a
                                                         Reverb server")
-                      a SETTINGS frame, or nothing   -> the caller asks Reverb
+                      not a byte within the timeout  -> ServerUnavailableError
+                      a SETTINGS frame (or closed)   -> the caller asks Reverb,
+                                                        in the time left
 
     port --check_port_free--> AddressError if out of range or already served
 
@@ -57,9 +59,6 @@ _HTTP2_PREFACE = b'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n' + bytes(
     [0, 0, 0, 4, 0, 0, 0, 0, 0])
 _FRAME_HEADER = 9
 _SETTINGS = 4
-# How long the probe waits for the answer: a server answers the preface at
-# once; one that does not is left to the caller's deadline.
-PROBE_S = 3.0
 # What gRPC reads to send its connections through a proxy, and to skip it.
 _PROXY_VARIABLES = ('grpc_proxy', 'https_proxy', 'http_proxy')
 _NO_PROXY_VARIABLES = ('no_grpc_proxy', 'no_proxy')
@@ -126,10 +125,13 @@ def check_reachable(address: str, timeout_s: float,
   retry until its deadline. A connect that gets no answer within `timeout_s`
   is the same "no answer" the caller would wait for. Once connected, gRPC's
   HTTP/2 preface: a server that answers with anything but an HTTP/2 SETTINGS
-  frame within `PROBE_S` (an HTTP/1 server's error page) is not a Reverb
-  server; one that answers nothing yet is left to the caller's call. Skipped
-  when gRPC goes through a proxy (its environment variables), which a direct
-  connect would not.
+  frame (an HTTP/1 server's error page) is not a Reverb server, and one that
+  sends not a byte within `timeout_s` has not answered: a gRPC server sends
+  its SETTINGS frame as soon as it takes the connection, so Reverb's own call
+  would wait out a deadline as long. (The probe waited 3 s for an answer,
+  then the caller's call its whole timeout: `--timeout 2` failed after 4 s,
+  saying "within 2 s".) Skipped when gRPC goes through a proxy (its
+  environment variables), which a direct connect would not.
 
   Raises:
     AddressError: a malformed address (`parse`).
@@ -149,9 +151,11 @@ def check_reachable(address: str, timeout_s: float,
   if connection is None:
     return
   with connection:
-    answer = _not_http2_answer(
-        connection, min(deadline, time.monotonic() + PROBE_S))
-  if answer is not None:
+    answer = _preface_answer(connection, deadline)
+  if answer is None:
+    raise ServerUnavailableError(
+        f'No Reverb server answered at {address} within {timeout_s:g} s.')
+  if not _may_be_settings_frame(answer):
     raise ServerUnavailableError(
         f'The server at {address} did not answer as a Reverb server: it '
         f"answered gRPC's HTTP/2 preface with {_first_line(answer)!r}, not "
@@ -186,13 +190,12 @@ def _connect(host: str, port: int, deadline: float
   return None, (problems[0] if problems else None)
 
 
-def _not_http2_answer(connection: socket.socket,
-                      deadline: float) -> Optional[bytes]:
-  """What the server answered to the HTTP/2 preface, if that is certainly
-  not HTTP/2; None if it is (or may yet be) a SETTINGS frame, or if nothing
-  came by `deadline` or before the connection ended (not certain). Reads
-  until a frame header came or what came already is not one: a TLS server's
-  7-byte alert decides at once, not at `deadline`."""
+def _preface_answer(connection: socket.socket,
+                    deadline: float) -> Optional[bytes]:
+  """What the server answered to the HTTP/2 preface by `deadline`; None if
+  not a byte came by then. Reads until a frame header came or what came
+  already is not one: a TLS server's 7-byte alert decides at once, not at
+  `deadline`. A connection ended or reset early gives what came before."""
   answer = b''
   try:
     connection.sendall(_HTTP2_PREFACE)
@@ -203,9 +206,11 @@ def _not_http2_answer(connection: socket.socket,
       if not received:
         break
       answer += received
-  except OSError:  # A timeout, a reset: what came so far decides.
+  except socket.timeout:
+    return answer or None
+  except OSError:  # A reset: what came so far decides.
     pass
-  return None if _may_be_settings_frame(answer) else answer
+  return answer
 
 
 def _may_be_settings_frame(answer: bytes) -> bool:

@@ -7,6 +7,7 @@ away a malformed address and a refused connection at once.
 """
 
 import dataclasses
+import time
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import reverb
@@ -68,9 +69,11 @@ def table_infos(client: reverb.Client, address: str, tables: Sequence[str],
       within `timeout_s`, or an answer that is not a Reverb server's.
     TableNotFoundError: a table is missing; names the tables there are.
   """
+  deadline = time.monotonic() + timeout_s
   addresses.check_reachable(address, timeout_s)
+  left_s = max(1, int(round(deadline - time.monotonic())))  # Whole seconds.
   try:
-    infos = client.server_info(timeout=max(1, int(round(timeout_s))))
+    infos = client.server_info(timeout=left_s)
   except reverb.errors.DeadlineExceededError as e:
     raise ServerUnavailableError(
         f'No Reverb server answered at {address} within {timeout_s:g} s.'
