@@ -68,13 +68,19 @@ def test_other_import_time_settings_start_a_new_process():
 def test_a_setting_this_process_changed_starts_a_new_zygote(monkeypatch):
   """An import-time variable set in the test process itself (Dask's
   LocalCluster sets PYTHONHASHSEED where it starts) does not leave every
-  later child cold: the next child comes from a zygote started with it."""
+  later child cold: the next child comes from a zygote started with it. Set
+  back (a monkeypatch undone), the first zygote serves again."""
   code = 'import os, sys; print("tensorflow" in sys.modules, ' \
          'os.environ.get("PYTHONHASHSEED"))'
   monkeypatch.delenv('PYTHONHASHSEED', raising=False)
   assert _run('-c', code).stdout == 'True None\n'
+  first = warm_process.zygote_socket()
   monkeypatch.setenv('PYTHONHASHSEED', '6640')
   assert _run('-c', code).stdout == 'True 6640\n'
+  assert warm_process.zygote_socket() != first
+  monkeypatch.delenv('PYTHONHASHSEED')
+  assert _run('-c', code).stdout == 'True None\n'
+  assert warm_process.zygote_socket() == first
 
 
 def test_a_stand_in_is_the_command_for_a_shell(tmp_path):

@@ -53,10 +53,12 @@ IMPORT_TIME_VARIABLES = ('TF_CPP_MIN_LOG_LEVEL', 'TF_CPP_MAX_VLOG_LEVEL',
 # comes first on its sys.path, as for a child with ROOT on its PYTHONPATH.
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _INT = struct.Struct('!q')  # A pid, a wait status, a message's length.
-# CPU seconds of this process's zygotes: their imports, and the children they
-# forked and reaped (for WarmPopen and for stand-ins alike), as the zygote
-# last said: what RUSAGE_CHILDREN shows for subprocess.Popen's children.
-CPU = {'zygote': 0.0, 'children': 0.0, 'ended_zygotes': 0.0}
+# CPU seconds of this process's zygotes' imports, and of the children each
+# forked and reaped (for WarmPopen and for stand-ins alike), by its socket's
+# path, as it last said: what RUSAGE_CHILDREN shows for subprocess.Popen's
+# children.
+CPU = {'zygotes': 0.0}
+_CHILDREN_CPU = {}
 # In the zygote: the CPU of the children it reaped.
 _REAPED = {'cpu': 0.0}
 _REAPED_LOCK = threading.Lock()
@@ -267,44 +269,58 @@ def forked_cpu() -> float:
       with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.connect(_ZYGOTE.path)
         _send(conn, {'ask': 'cpu'})
-        CPU['children'] = _receive(conn)['cpu']
+        _CHILDREN_CPU[_ZYGOTE.path] = _receive(conn)['cpu']
     except (OSError, EOFError, ValueError):
       pass
-  return sum(CPU.values())
+  return CPU['zygotes'] + sum(_CHILDREN_CPU.values())
+
+
+def _settings(env: dict) -> tuple:
+  """A zygote's key: the import-time settings it was started with."""
+  return tuple(env.get(name) for name in IMPORT_TIME_VARIABLES)
 
 
 class _Zygote:
-  """One zygote per test process, started at its first use."""
+  """One zygote per test process and import-time settings, started at its
+  first use."""
 
   def __init__(self):
     self._lock = threading.Lock()
     self._process = None
     self._path = None
     self._env = None
+    self._set_aside = {}  # _settings(env) -> (process, path, env)
 
   def env(self) -> dict:
     """The environment the zygote imports with: this process's, when the
     first warm child starts it. If this process's own import-time settings
     changed since (Dask's LocalCluster sets PYTHONHASHSEED in the process
-    that starts it), the next warm child starts a new zygote with them, or
-    every later child would start cold. The old zygote runs on for the
-    children it forked, and ends with this process."""
+    that starts it; a test's monkeypatch), the next warm child comes from a
+    zygote started with them, or every later child would start cold. The
+    other zygote is set aside, running, for a change back (a monkeypatch
+    undone): a zygote's start is a TensorFlow import, ~5 CPU-s."""
     with self._lock:
-      self._retire_if_changed()
+      self._switch_if_changed()
       return self._env if self.running() else dict(os.environ)
 
   def ensure(self) -> None:
     """Starts the zygote unless it runs (with this process's settings)."""
     with self._lock:
-      self._retire_if_changed()
+      self._switch_if_changed()
       if not self.running():
         self._start()
 
-  def _retire_if_changed(self) -> None:
-    """Forgets a zygote started with import-time settings this process has
-    since changed (atexit still holds it, to kill it at the end)."""
-    if self.running() and not same_imports(dict(os.environ), self._env):
-      self._process = None
+  def _switch_if_changed(self) -> None:
+    """Sets aside a zygote started with import-time settings this process
+    has since changed, and takes up the one set aside for its settings now,
+    if any (atexit holds every zygote, to kill it at the end)."""
+    if self._env is None or same_imports(dict(os.environ), self._env):
+      return
+    if self.running():
+      self._set_aside[_settings(self._env)] = (
+          self._process, self._path, self._env)
+    self._process, self._path, self._env = self._set_aside.pop(
+        _settings(os.environ), (None, None, None))
 
   def connect(self) -> socket.socket:
     self.ensure()
@@ -320,8 +336,6 @@ class _Zygote:
     return self._path
 
   def _start(self) -> None:
-    CPU['ended_zygotes'] += CPU['children']  # A zygote that died: kept.
-    CPU['children'] = 0.0
     directory = tempfile.mkdtemp(prefix='zygote-')
     atexit.register(shutil.rmtree, directory, ignore_errors=True)
     self._path = os.path.join(directory, 'socket')
@@ -334,7 +348,7 @@ class _Zygote:
     if not line.startswith('ready '):
       self._process.kill()
       raise RuntimeError(f'the zygote did not start: {line!r}')
-    CPU['zygote'] += float(line.split()[1])
+    CPU['zygotes'] += float(line.split()[1])
     atexit.register(self._process.kill)
 
 
