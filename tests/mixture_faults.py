@@ -81,18 +81,24 @@ def errors_of_next(iterators: dict,
   iterator at once. Drawn in turn, four mixtures of a killed server took
   1.6 s, then 2.6 s more each (measured 2026-11-28): the verdicts of a
   watchdog whose iterator is not drawn from lay unread, its checks waited,
-  and the gap started its clocks afresh."""
+  and the gap started its clocks afresh.
+
+  The iterators are taken out of `iterators`, each let go on its own thread
+  once it failed: letting go of a failed mixture's iterator waits 0.4-0.9 s
+  in C++ (its Reverb samplers stop), and six in turn took 3.2 s, together
+  0.2 s (measured 2026-12-07)."""
   raised = {}
 
-  def draw(key, iterator):
+  def draw(key):
+    iterator = iterators.pop(key)  # This thread's alone, let go here.
     try:
       while True:
         next(iterator)
     except BaseException as e:  # pylint: disable=broad-except
       raised[key] = detached(e)
 
-  threads = [threading.Thread(target=draw, args=item, daemon=True)
-             for item in iterators.items()]
+  threads = [threading.Thread(target=draw, args=(key,), daemon=True)
+             for key in list(iterators)]
   for thread in threads:
     thread.start()
   deadline = time.monotonic() + guard_s
