@@ -490,6 +490,14 @@ def test_an_online_table_still_empty_after_the_timeout_fails(replay,
       f'The online table empty at {address} stayed empty for 0.5 s '
       f'while batches need its rows, and Reverb waits for an item without '
       f'end: insert items before sampling it, or give it no rows.')
+  # Items end the Reverb samples the failed mixture left waiting: the
+  # iterator is let go and the server stops at once (5.5 s, waiting).
+  observer = reverb_utils.ReverbAddTrajectoryObserver(
+      reverb.Client(address), 'empty', sequence_length=NUM_STEPS)
+  for step in online_trajectories(online_steps()):
+    observer(step)
+  observer.close()
+  del iterator
 
 
 def test_an_empty_online_table_is_no_fault_while_batches_are_offline(replay):

@@ -1074,6 +1074,11 @@ def test_an_empty_table_due_rows_fails_the_mixture_naming_it(servers):
       f'The source 1 table empty at {servers.addresses[1]} stayed empty for '
       f'1 s while batches need its rows, and Reverb waits for an item without '
       f'end: insert items before sampling it, or give it no rows.')
+  # Items end the Reverb samples the failed mixture left waiting: its
+  # iterator is let go at once (~3 s, waiting). Then emptied again.
+  push(servers.client(1), 'empty', 1, 2)
+  del iterator
+  servers.client(1).reset('empty')
 
 
 def test_an_empty_table_of_weight_0_is_no_fault(servers):
