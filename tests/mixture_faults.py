@@ -97,17 +97,25 @@ def errors_of_next(iterators: dict,
     except BaseException as e:  # pylint: disable=broad-except
       raised[key] = detached(e)
 
-  threads = [threading.Thread(target=draw, args=(key,), daemon=True)
-             for key in list(iterators)]
+  keys = list(iterators)
+  together([(draw, (key,)) for key in keys], guard_s)
+  blocked = sorted(set(keys) - set(raised), key=str)
+  if blocked:
+    pytest.fail(f'next() still blocked after {guard_s} s: {blocked}')
+  return raised
+
+
+def together(calls, guard_s: float = HANG_GUARD_S) -> bool:
+  """Runs each (function, args) of `calls` on a daemon thread of its own,
+  all at once; whether every one returned within `guard_s` seconds."""
+  threads = [threading.Thread(target=function, args=args, daemon=True)
+             for function, args in calls]
   for thread in threads:
     thread.start()
   deadline = time.monotonic() + guard_s
   for thread in threads:
     thread.join(max(0.0, deadline - time.monotonic()))
-  blocked = sorted(set(iterators) - set(raised), key=str)
-  if blocked:
-    pytest.fail(f'next() still blocked after {guard_s} s: {blocked}')
-  return raised
+  return not any(thread.is_alive() for thread in threads)
 
 
 def detached(error: BaseException) -> BaseException:

@@ -13,7 +13,6 @@ import pathlib
 import signal
 import subprocess
 import sys
-import threading
 import time
 import warnings
 from typing import Optional
@@ -885,15 +884,9 @@ def dropped_without_a_hang(iterators: dict) -> None:
   """Drops the iterators (their only references), each on a thread of its
   own, together (each waits in C++: `mixture_faults.errors_of_next`); a drop
   that does not return within the hang guard fails the test."""
-  threads = [threading.Thread(target=iterators.pop, args=(key,), daemon=True)
-             for key in list(iterators)]
-  for thread in threads:
-    thread.start()
-  deadline = time.monotonic() + mixture_faults.HANG_GUARD_S
-  for thread in threads:
-    thread.join(max(0.0, deadline - time.monotonic()))
-  assert not any(thread.is_alive() for thread in threads), (
-      'dropping an iterator did not return')
+  assert mixture_faults.together(
+      [(iterators.pop, (key,)) for key in list(iterators)]), (
+          'dropping an iterator did not return')
 
 
 @pytest.fixture(scope='module')
@@ -924,17 +917,10 @@ def dropped_runs(request):
                  for warning in caught) >= len(live)
 
     drawn = {case: Drawn() for case in cases}
-    threads = [threading.Thread(
-        target=draw_past_the_loss, daemon=True,
-        args=(iterators[case], warned, origin_of, drawn[case]))
-               for case in cases]
-    for thread in threads:
-      thread.start()
-    deadline = time.monotonic() + mixture_faults.HANG_GUARD_S
-    for thread in threads:
-      thread.join(max(0.0, deadline - time.monotonic()))
-    assert not any(thread.is_alive() for thread in threads), (
-        'next() still blocked after the hang guard')
+    assert mixture_faults.together(
+        [(draw_past_the_loss, (iterators[case], warned, origin_of,
+                               drawn[case])) for case in cases]), (
+                                   'next() still blocked after the hang guard')
     dropped_without_a_hang(iterators)
     texts = [str(warning.message) for warning in caught
              if issubclass(warning.category, rlds_reverb.ServerLostWarning)]
