@@ -111,3 +111,39 @@ def test_the_exit_waits_for_a_watchdog_inside_a_server_call():
   assert process.returncode == 0, stderr
   assert stdout.startswith('[] '), stdout  # No watchdog thread left.
   assert 'terminate called' not in stderr
+
+
+# A call from tf.data into Python under way when the process ends (a
+# mixture's `choices`), ending 0.5 s later on its thread.
+CALL_UNDER_WAY = textwrap.dedent('''
+    import threading
+    import time
+    from rlds_reverb.mixture import at_exit
+
+    ended = []
+    entered = threading.Event()
+
+    def call():
+      with at_exit.call():
+        entered.set()
+        time.sleep(0.5)
+        ended.append(True)
+
+    threading.Thread(target=call, daemon=True).start()
+    entered.wait()
+    at_exit.settle()  # What the exit runs (atexit).
+    print(ended)
+''')
+
+
+def test_the_exit_waits_for_a_call_from_tf_data_under_way():
+  """The exit settles only once no call from tf.data into Python is under
+  way (the hang of a mixture's iterator destroyed after Python stopped
+  serving threads: rlds_reverb/mixture/at_exit.py)."""
+  from tests import warm_process  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  process = warm_process.WarmPopen(
+      [sys.executable, '-c', CALL_UNDER_WAY], stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE, text=True)
+  stdout, stderr = process.communicate(timeout=HANG_GUARD_S)
+  assert process.returncode == 0, stderr
+  assert stdout == '[True]\n'
